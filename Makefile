@@ -1,0 +1,42 @@
+# Conveyor — `make run` starts a dev node, `make test` runs every test.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8080
+PYTEST_ARGS ?=
+
+.PHONY: run test test-fast lint bench clean venv migrate
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt
+	@set -e; if [ ! -x $(PY) ]; then \
+	  python=$$(scripts/find-python); \
+	  echo "Creating $(VENV) with $$python ($$($$python --version))"; \
+	  $$python -m venv $(VENV); \
+	fi
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	@touch $@
+
+migrate: venv
+	$(PY) manage.py migrate --noinput
+
+run: venv
+	$(PY) manage.py migrate --noinput
+	@echo "Conveyor dev node: http://$(HOST):$(PORT)/  (admin: /admin/, health: /healthz)"
+	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) conveyor_site.asgi:application
+
+test: venv
+	scripts/test-setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: venv
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) var .pytest_cache

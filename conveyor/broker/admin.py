@@ -1,0 +1,215 @@
+"""Operator actions on single tasks, their batch forms, and reads."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+
+from conveyor.broker.base import BrokerBase
+from conveyor.broker.types import IdResult, Page
+from conveyor.broker.validation import check_queue_name, check_seconds, check_task_id, check_time
+from conveyor.conf import conveyor_settings
+from conveyor.exceptions import ConveyorError, DuplicateTask, InvalidArgument, InvalidState, TaskNotFound
+from conveyor.models import Task
+from conveyor.states import ADMIN_FROM, ALL_STATES, INCOMPLETE, WAITING, State
+
+CANCELED_BY_ADMIN = "canceled by operator"
+
+
+class AdminOps(BrokerBase):
+    def get_task(self, task_id: str) -> Task:
+        task = self.tasks.filter(id=task_id).first()
+        if task is None:
+            raise TaskNotFound(task_id)
+        return task
+
+    def _locked(self, task_id: str, action: str) -> Task:
+        task = self.tasks.select_for_update().filter(id=task_id).first()
+        if task is None:
+            raise TaskNotFound(task_id)
+        if task.state not in ADMIN_FROM[action]:
+            raise InvalidState(task_id, task.state, action)
+        return task
+
+    def cancel_task(self, task_id: str) -> Task:
+        """Cancel a waiting task; ask the worker to abort a running one."""
+        now = self.now()
+        with self.atomic():
+            task = self._locked(task_id, "cancel")
+            if task.state == State.ACTIVE:
+                # The attempt ends archived when the worker reports back (or
+                # its lease expires), unless it already succeeded.
+                task.cancel_requested = True
+                task.save(update_fields=["cancel_requested"])
+                refs = [(task.id, task.lease_id or "")]
+                self.after_commit(lambda: self.hooks.cancel_running(refs))
+                return task
+            self._terminate(task, State.CANCELED, CANCELED_BY_ADMIN, now, "canceled")
+        return task
+
+    def archive_task(self, task_id: str) -> Task:
+        """Move a waiting (or canceled) task to the dead-letter state."""
+        now = self.now()
+        with self.atomic():
+            task = self._locked(task_id, "archive")
+            self._terminate(task, State.ARCHIVED, task.last_error or "archived by operator", now, "archived")
+        return task
+
+    def _terminate(self, task: Task, state: State, error: str, now: datetime, kind: str) -> None:
+        was_waiting = task.state in WAITING
+        task.state, task.finished_at, task.updated_at, task.last_error = state, now, now, error
+        task.save(update_fields=["state", "finished_at", "updated_at", "last_error"])
+        if was_waiting and task.has_dependents:
+            self.resolve_after_commit([task.id])
+        self.emit(kind, [task], now)
+
+    def delete_task(self, task_id: str) -> None:
+        """Delete a task in any state but active."""
+        now = self.now()
+        with self.atomic():
+            task = self._locked(task_id, "delete")
+            finished = task.state in (State.COMPLETED, State.ARCHIVED, State.CANCELED)
+            task.delete()
+            # Waiting dependents treat a deleted dependency as canceled.
+            if task.has_dependents and not finished:
+                self.resolve_after_commit([task_id])
+            self.emit("deleted", [task], now)
+
+    def run_task(self, task_id: str) -> Task:
+        """Make a scheduled, waiting, retrying or archived task due now."""
+        now = self.now()
+        with self.atomic():
+            task = self._locked(task_id, "run")
+            if task.state == State.ARCHIVED and task.unique_key:
+                self._check_key_free(task)
+            task.state, task.due_at, task.updated_at, task.finished_at = State.PENDING, now, now, None
+            task.save(update_fields=["state", "due_at", "updated_at", "finished_at"])
+            self.wake_after_commit([task.queue])
+            self.emit("enqueued", [task], now)
+        return task
+
+    def _check_key_free(self, task: Task) -> None:
+        # Reviving a dead letter re-claims its unique key, which a newer
+        # task may hold by now.
+        holder = (
+            self.tasks.filter(unique_key=task.unique_key, state__in=INCOMPLETE)
+            .exclude(unique_until__lte=self.now())
+            .values_list("id", flat=True)
+            .first()
+        )
+        if holder:
+            raise DuplicateTask(task.unique_key or "", holder)
+        self.tasks.filter(unique_key=task.unique_key, unique_until__lte=self.now()).update(unique_key=None)
+
+    def reschedule_task(self, task_id: str, *, process_at: datetime | None = None, process_in: float | None = None) -> Task:
+        """Move a waiting task to a new due time (future -> scheduled, else pending)."""
+        now = self.now()
+        when = _reschedule_time(now, process_at, process_in)
+        with self.atomic():
+            task = self._locked(task_id, "reschedule")
+            task.state = State.SCHEDULED if when > now else State.PENDING
+            task.due_at, task.updated_at = when, now
+            task.save(update_fields=["state", "due_at", "updated_at"])
+            if task.state == State.PENDING:
+                self.wake_after_commit([task.queue])
+            self.emit("scheduled" if task.state == State.SCHEDULED else "enqueued", [task], now)
+        return task
+
+    # -- batch forms -------------------------------------------------------------
+
+    def cancel_tasks(self, ids: Sequence[str]) -> list[IdResult]:
+        return self._per_id(ids, self.cancel_task)
+
+    def archive_tasks(self, ids: Sequence[str]) -> list[IdResult]:
+        return self._per_id(ids, self.archive_task)
+
+    def run_tasks(self, ids: Sequence[str]) -> list[IdResult]:
+        return self._per_id(ids, self.run_task)
+
+    def delete_tasks(self, ids: Sequence[str]) -> list[IdResult]:
+        return self._per_id(ids, self.delete_task)
+
+    def reschedule_tasks(
+        self, ids: Sequence[str], *, process_at: datetime | None = None, process_in: float | None = None
+    ) -> list[IdResult]:
+        _reschedule_time(self.now(), process_at, process_in)  # reject bad times before touching anything
+        return self._per_id(ids, lambda tid: self.reschedule_task(tid, process_at=process_at, process_in=process_in))
+
+    def _per_id(self, ids: Sequence[str], action: Callable[[str], Task | None]) -> list[IdResult]:
+        if not isinstance(ids, (list, tuple)) or not ids:
+            raise InvalidArgument("ids", "must list at least one task id")
+        if len(ids) > conveyor_settings.BATCH_MAX_ITEMS:
+            raise InvalidArgument("ids", f"must list at most {conveyor_settings.BATCH_MAX_ITEMS} ids")
+        for i, tid in enumerate(ids):
+            check_task_id(tid, f"ids[{i}]")
+        results = []
+        for tid in ids:
+            try:
+                results.append(IdResult(tid, task=action(tid)))
+            except ConveyorError as exc:
+                results.append(IdResult(tid, error=exc))
+        return results
+
+    # -- listing -----------------------------------------------------------------
+
+    def list_tasks(
+        self,
+        *,
+        queue: str | None = None,
+        state: str | None = None,
+        type: str | None = None,
+        search: str | None = None,
+        limit: int | None = None,
+        page_token: str | None = None,
+    ) -> Page:
+        """Newest first by id; ``next_page_token`` only when the page is full."""
+        size = conveyor_settings.LIST_PAGE_DEFAULT if limit in (None, 0) else limit
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= conveyor_settings.LIST_PAGE_MAX:
+            raise InvalidArgument("limit", f"must be between 1 and {conveyor_settings.LIST_PAGE_MAX}")
+        qs = self.tasks.all()
+        if queue:
+            qs = qs.filter(queue=check_queue_name(queue))
+        if state:
+            if state not in ALL_STATES:
+                raise InvalidArgument("state", f"must be one of {', '.join(ALL_STATES)}")
+            qs = qs.filter(state=state)
+        if type:
+            qs = qs.filter(type=type)
+        if search:
+            qs = _search(qs, search)
+        if page_token:
+            qs = qs.filter(id__lt=decode_page_token(page_token))
+        tasks = list(qs.order_by("-id")[:size])
+        token = encode_page_token(tasks[-1].id) if len(tasks) == size else None
+        return Page(tasks, token)
+
+
+def _search(qs, text: str):  # type: ignore[no-untyped-def]
+    from django.db.models import Q
+
+    text = text.strip()
+    return qs.filter(Q(id=text) | Q(unique_key=text) | Q(concurrency_key=text) | Q(id__startswith=text))
+
+
+def encode_page_token(last_id: str) -> str:
+    return base64.urlsafe_b64encode(last_id.encode()).decode().rstrip("=")
+
+
+def decode_page_token(token: str) -> str:
+    try:
+        padded = token + "=" * (-len(token) % 4)
+        value = base64.urlsafe_b64decode(padded.encode()).decode()
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidArgument("page_token", "is not a token this server issued") from None
+    if not value:
+        raise InvalidArgument("page_token", "is not a token this server issued")
+    return value
+
+
+def _reschedule_time(now: datetime, process_at: datetime | None, process_in: float | None) -> datetime:
+    if (process_at is None) == (process_in is None):
+        raise InvalidArgument("process_at", "give exactly one of process_at and process_in")
+    if process_at is not None:
+        return check_time(process_at, "process_at")
+    return now + timedelta(seconds=check_seconds(process_in, "process_in", allow_zero=True))

@@ -1,0 +1,80 @@
+"""Shared plumbing of the broker: clock, database alias, after-commit hooks."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from functools import cached_property
+from typing import Any
+
+from django.db import connections, transaction
+
+from conveyor.broker.hooks import BrokerHooks, InlineHooks
+from conveyor.clock import Clock, system_clock
+from conveyor.events import Event, event_for
+from conveyor.models import Task, TaskDependency
+
+logger = logging.getLogger("conveyor.broker")
+
+
+class BrokerBase:
+    def __init__(self, *, clock: Clock | None = None, using: str = "default", hooks: BrokerHooks | None = None):
+        self.clock = clock or system_clock
+        self.db = using
+        self.hooks = hooks or InlineHooks()
+
+    def now(self) -> datetime:
+        return self.clock.now()
+
+    @property
+    def tasks(self) -> Any:
+        return Task.objects.db_manager(self.db)
+
+    @property
+    def edges(self) -> Any:
+        return TaskDependency.objects.db_manager(self.db)
+
+    def atomic(self) -> Any:
+        return transaction.atomic(using=self.db)
+
+    @cached_property
+    def is_postgres(self) -> bool:
+        return connections[self.db].vendor == "postgresql"
+
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        # robust: a failing hook is logged, never undoes or fails the caller.
+        transaction.on_commit(fn, using=self.db, robust=True)
+
+    def wake_after_commit(self, queues: Iterable[str], at: datetime | None = None) -> None:
+        queues = set(queues)
+        if queues:
+            self.after_commit(lambda: self.hooks.wake(queues, at))
+
+    def resolve_after_commit(self, task_ids: Sequence[str]) -> None:
+        if task_ids:
+            ids = list(task_ids)
+            self.after_commit(lambda: self.hooks.resolve(self, ids))  # type: ignore[arg-type]
+
+    def emit(self, kind: str, tasks: Iterable[Any], at: datetime, **overrides: Any) -> None:
+        """Publish one event per task after commit (only if anyone listens)."""
+        if not self.hooks.wants_events:
+            return
+        events = [_with(event_for(kind, t, at), overrides) for t in tasks]
+        if events:
+            self.after_commit(lambda: self.hooks.publish(events))
+
+
+def _with(event: Event, overrides: dict[str, Any]) -> Event:
+    if not overrides:
+        return event
+    from dataclasses import replace
+
+    return replace(event, **overrides)
+
+
+def as_bytes(value: Any) -> bytes:
+    """BinaryField reads back as memoryview on Postgres, bytes on SQLite."""
+    if value is None:
+        return b""
+    return bytes(value)

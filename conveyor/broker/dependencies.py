@@ -1,0 +1,136 @@
+"""Dependency resolution: what finishing a task means for the tasks waiting on it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from conveyor.broker.base import BrokerBase
+from conveyor.broker.enqueue import CANCELED_BY_DEPENDENCY, ready_state
+from conveyor.broker.types import SweepReport
+from conveyor.models import Task, TaskDependency
+from conveyor.states import FAILED, TERMINAL, State
+
+PASS_LIMIT = 1000
+
+
+class DependencyOps(BrokerBase):
+    def resolve_dependents(self, task_ids: Sequence[str]) -> SweepReport:
+        """Resolve the edges of tasks that reached a terminal state (or were deleted).
+
+        ``completed`` satisfies an edge; ``archived``/``canceled`` (or a
+        deleted row) applies the edge's policy: ``continue`` satisfies it,
+        ``block`` leaves the dependent blocked, ``cascade_cancel`` cancels
+        the dependent and resolves its own dependents in turn.
+        """
+        report = SweepReport()
+        todo = list(dict.fromkeys(task_ids))
+        while todo:
+            upstream, todo = todo[:PASS_LIMIT], todo[PASS_LIMIT:]
+            canceled = self._resolve_pass(upstream, report)
+            todo.extend(canceled)
+        return report
+
+    def _resolve_pass(self, upstream: list[str], report: SweepReport) -> list[str]:
+        now = self.now()
+        canceled: list[str] = []
+        with self.atomic():
+            states = dict(self.tasks.filter(id__in=upstream).values_list("id", "state"))
+            finished = [tid for tid in upstream if states.get(tid, State.CANCELED) in TERMINAL]
+            dependents = sorted(
+                set(
+                    self.edges.filter(depends_on_id__in=finished, resolution=TaskDependency.UNRESOLVED).values_list(
+                        "task_id", flat=True
+                    )
+                )
+            )
+            for dep_id in dependents:
+                if self._resolve_one(dep_id, states, now, report):
+                    canceled.append(dep_id)
+        return canceled
+
+    def _resolve_one(self, task_id: str, upstream_states: dict[str, str], now: datetime, report: SweepReport) -> bool:
+        """Resolve one dependent's edges; return True if it was cascade-canceled.
+
+        The dependent's row is locked first, so resolvers of its siblings
+        serialize on it: the last one to finish sees every other edge
+        resolved and promotes the join exactly once.
+        """
+        task = self.tasks.select_for_update().filter(id=task_id).first()
+        if task is None:
+            return False
+        edges = list(self.edges.filter(task_id=task_id))
+        cascade = False
+        for edge in edges:
+            if edge.resolution != TaskDependency.UNRESOLVED:
+                continue
+            state = upstream_states.get(edge.depends_on_id)
+            if state is None:
+                state = self._state_of(edge.depends_on_id)
+            if state not in TERMINAL:
+                continue
+            edge.resolution = _resolution(state, edge.on_failure)
+            if edge.resolution == "cancel":
+                cascade, edge.resolution = True, TaskDependency.FAILED
+            TaskDependency.objects.using(self.db).filter(pk=edge.pk).update(resolution=edge.resolution)
+        if task.state != State.BLOCKED:
+            return False
+        if cascade:
+            return self._cancel_blocked(task, now)
+        if all(e.resolution == TaskDependency.SATISFIED for e in edges):
+            self._promote(task, now, report)
+        return False
+
+    def _state_of(self, task_id: str) -> str:
+        # A deleted dependency counts as canceled.
+        return self.tasks.filter(id=task_id).values_list("state", flat=True).first() or State.CANCELED
+
+    def _cancel_blocked(self, task: Task, now: datetime) -> bool:
+        won = self.tasks.filter(id=task.id, state=State.BLOCKED).update(
+            state=State.CANCELED, finished_at=now, updated_at=now, last_error=CANCELED_BY_DEPENDENCY
+        )
+        if won:
+            task.state, task.last_error = State.CANCELED, CANCELED_BY_DEPENDENCY
+            self.emit("canceled", [task], now)
+        return bool(won)
+
+    def _promote(self, task: Task, now: datetime, report: SweepReport) -> None:
+        state = ready_state(task, now)
+        # Guarded: only the resolver that moves it out of blocked wins.
+        if self.tasks.filter(id=task.id, state=State.BLOCKED).update(state=state, updated_at=now):
+            task.state = state
+            report.count += 1
+            if state == State.PENDING:
+                report.queues.add(task.queue)
+                self.wake_after_commit([task.queue])
+            self.emit("promoted", [task], now)
+
+    def promote_ready_dependents(self) -> SweepReport:
+        """Safety net: resolve blocked tasks whose dependencies finished unnoticed."""
+        stale = set(
+            self.edges.filter(resolution=TaskDependency.UNRESOLVED, task__state=State.BLOCKED)
+            .values_list("depends_on_id", flat=True)
+            .distinct()[: PASS_LIMIT * 10]
+        )
+        live = set(self.tasks.filter(id__in=stale).exclude(state__in=TERMINAL).values_list("id", flat=True))
+        report = self.resolve_dependents(sorted(stale - live))
+        # Blocked tasks whose edges are all satisfied (a resolver died midway).
+        orphans = self.tasks.filter(state=State.BLOCKED).exclude(
+            dependency_edges__resolution__in=[TaskDependency.UNRESOLVED, TaskDependency.FAILED]
+        )[:PASS_LIMIT]
+        now = self.now()
+        for task in orphans:
+            with self.atomic():
+                self._promote(task, now, report)
+        return report
+
+
+def _resolution(upstream_state: str, policy: str) -> str:
+    if upstream_state == State.COMPLETED:
+        return TaskDependency.SATISFIED
+    if upstream_state in FAILED:
+        if policy == "continue":
+            return TaskDependency.SATISFIED
+        if policy == "cascade_cancel":
+            return "cancel"
+    return TaskDependency.FAILED

@@ -1,0 +1,280 @@
+"""Enqueue: one task, a batch (each item alone) or a transaction (all or none)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError
+
+from conveyor.broker.base import BrokerBase
+from conveyor.broker.types import ItemResult, TaskSpec
+from conveyor.broker.validation import check_dependencies, task_fields
+from conveyor.conf import conveyor_settings
+from conveyor.exceptions import ConveyorError, DuplicateTask, InvalidArgument
+from conveyor.ids import new_ulid
+from conveyor.models import Task, TaskDependency
+from conveyor.states import FAILED, INCOMPLETE, State
+
+CANCELED_BY_DEPENDENCY = "canceled by failed dependency"
+
+
+@dataclass
+class _Item:
+    index: int
+    fields: dict[str, Any]
+    deps: list[tuple[str, str]]
+    id: str
+    given_id: bool
+    task: Task | None = None
+    edges: list[TaskDependency] = field(default_factory=list)
+
+
+class EnqueueOps(BrokerBase):
+    def enqueue(self, spec: TaskSpec) -> Task:
+        """Store one task and return it as stored; raise on bad input or duplicate."""
+        result = self._store([spec], mode="one")[0]
+        if result.error is not None:
+            raise result.error
+        assert result.task is not None
+        return result.task
+
+    def enqueue_batch(self, specs: Sequence[TaskSpec]) -> list[ItemResult]:
+        """Store each valid item; report per item. Invalid items change nothing."""
+        self._check_batch_size(specs)
+        return self._store(list(specs), mode="batch")
+
+    def enqueue_tx(self, specs: Sequence[TaskSpec]) -> list[Task]:
+        """Store every item or none; an error names the failing item's index."""
+        self._check_batch_size(specs)
+        results = self._store(list(specs), mode="tx")
+        return [r.task for r in results if r.task is not None]
+
+    def _check_batch_size(self, specs: Sequence[TaskSpec]) -> None:
+        limit = conveyor_settings.BATCH_MAX_ITEMS
+        if not specs:
+            raise InvalidArgument("tasks", "must contain at least one task")
+        if len(specs) > limit:
+            raise InvalidArgument("tasks", f"must contain at most {limit} tasks")
+
+    # -- the one path all three forms share ---------------------------------
+
+    def _store(self, specs: list[TaskSpec], mode: str) -> list[ItemResult]:
+        now = self.now()
+        results = [ItemResult(index=i) for i in range(len(specs))]
+        items = self._validate(specs, results, now, mode)
+        try:
+            with self.atomic():
+                self._store_items(items, results, now, mode)
+        except IntegrityError:
+            # A concurrent enqueue won a race on an id or a unique key between
+            # our checks and our insert. Redo item by item: the checks now see
+            # the winner, so each item gets its proper answer.
+            if mode == "batch" and len(items) > 1:
+                return self._store_one_by_one(specs)
+            retry = [ItemResult(index=i) for i in range(len(specs))]
+            items = self._validate(specs, retry, now, mode)
+            with self.atomic():
+                self._store_items(items, retry, now, mode)
+            return retry
+        return results
+
+    def _store_one_by_one(self, specs: list[TaskSpec]) -> list[ItemResult]:
+        out = []
+        for i, spec in enumerate(specs):
+            result = self._store([spec], mode="batch")[0]
+            result.index = i
+            out.append(result)
+        return out
+
+    def _validate(self, specs: list[TaskSpec], results: list[ItemResult], now: datetime, mode: str) -> list[_Item]:
+        items = []
+        for i, spec in enumerate(specs):
+            try:
+                fields = task_fields(spec, now)
+                deps = check_dependencies(spec)
+            except InvalidArgument as exc:
+                error = exc if mode == "one" else InvalidArgument(exc.field, exc.reason, index=i)
+                if mode == "tx":
+                    raise error from None
+                results[i].error = error
+                continue
+            given = spec.id is not None
+            items.append(_Item(i, fields, deps, spec.id if given else new_ulid(now), given))
+        return items
+
+    def _store_items(self, items: list[_Item], results: list[ItemResult], now: datetime, mode: str) -> None:
+        # The broker is shared between threads: keep per-call state local.
+        repeats: list[tuple[int, int]] = []
+        try:
+            self._store_fresh(self._drop_known_ids(items, results, repeats), results, now, mode)
+        finally:
+            for winner, repeat in repeats:
+                results[repeat].task = results[winner].task
+                results[repeat].error = results[winner].error
+
+    def _store_fresh(self, fresh: list[_Item], results: list[ItemResult], now: datetime, mode: str) -> None:
+        self._claim_unique_keys(fresh, results, now, mode)
+        fresh = [it for it in fresh if results[it.index].error is None]
+        self._resolve_initial_states(fresh, results, now, mode)
+        fresh = [it for it in fresh if results[it.index].error is None]
+        if not fresh:
+            return
+        tasks = [it.task for it in fresh]
+        self.tasks.bulk_create(tasks)
+        edges = [edge for it in fresh for edge in it.edges]
+        if edges:
+            self.edges.bulk_create(edges)
+            upstream = {e.depends_on_id for e in edges}
+            self.tasks.filter(id__in=upstream, has_dependents=False).update(has_dependents=True)
+        for it in fresh:
+            results[it.index].task = it.task
+            results[it.index].created = True
+        self._announce(tasks, now)
+
+    def _drop_known_ids(self, items: list[_Item], results: list[ItemResult], repeats: list[tuple[int, int]]) -> list[_Item]:
+        """Repeated ids are idempotent: the stored task, or the request's first occurrence."""
+        given = [it.id for it in items if it.given_id]
+        stored = {t.id: t for t in self.tasks.filter(id__in=given)} if given else {}
+        first: dict[str, _Item] = {}
+        fresh = []
+        for it in items:
+            if it.id in stored:
+                results[it.index].task = stored[it.id]
+            elif it.id in first:
+                repeats.append((first[it.id].index, it.index))
+            else:
+                it.task = Task(id=it.id, **it.fields)
+                first[it.id] = it
+                fresh.append(it)
+        return fresh
+
+    def _claim_unique_keys(self, items: list[_Item], results: list[ItemResult], now: datetime, mode: str) -> None:
+        keys = {it.fields["unique_key"] for it in items if it.fields["unique_key"]}
+        if not keys:
+            return
+        # A claim with a TTL lapses at unique_until; release lapsed claims so
+        # the partial unique index only sees live ones.
+        self.tasks.filter(unique_key__in=keys, unique_until__lte=now).update(unique_key=None)
+        holders = dict(
+            self.tasks.filter(unique_key__in=keys, state__in=INCOMPLETE).values_list("unique_key", "id")
+        )
+        for it in items:
+            key = it.fields["unique_key"]
+            if not key:
+                continue
+            if key in holders:
+                self._fail_item(it, results, DuplicateTask(key, holders[key], index=None if mode == "one" else it.index), mode)
+            else:
+                holders[key] = it.id
+
+    def _fail_item(self, it: _Item, results: list[ItemResult], error: ConveyorError, mode: str) -> None:
+        if mode == "tx":
+            raise error
+        results[it.index].error = error
+
+    # -- dependencies and initial state --------------------------------------
+
+    def _resolve_initial_states(self, items: list[_Item], results: list[ItemResult], now: datetime, mode: str) -> None:
+        wanted = {dep for it in items for dep, _ in it.deps}
+        known = dict(self.tasks.filter(id__in=wanted).values_list("id", "state")) if wanted else {}
+        in_request = {it.id: it for it in items}
+        order = self._dependency_order(items, in_request, known, mode)
+        placed: dict[str, _Item] = {}
+        for it in order:
+            if results[it.index].error is not None:
+                continue
+            try:
+                self._place(it, known, in_request if mode == "tx" else placed, now, mode)
+            except InvalidArgument as exc:
+                error = exc if mode == "one" else InvalidArgument(exc.field, exc.reason, index=it.index)
+                self._fail_item(it, results, error, mode)
+                continue
+            placed[it.id] = it
+
+    def _dependency_order(self, items: list[_Item], in_request: dict[str, _Item], known: dict[str, str], mode: str) -> list[_Item]:
+        """Items in an order where in-request dependencies come first.
+
+        Only a transaction may reference items later in the same request; a
+        cycle among them is rejected.
+        """
+        if mode != "tx":
+            return items
+        order: list[_Item] = []
+        state: dict[str, int] = {}  # 1 = visiting, 2 = done
+
+        def visit(it: _Item, path: list[str]) -> None:
+            mark = state.get(it.id)
+            if mark == 2:
+                return
+            if mark == 1:
+                raise InvalidArgument("depends_on", f"dependency cycle: {' -> '.join([*path, it.id])}", index=it.index)
+            state[it.id] = 1
+            for dep, _ in it.deps:
+                if dep in in_request and dep not in known:
+                    visit(in_request[dep], [*path, it.id])
+            state[it.id] = 2
+            order.append(it)
+
+        for it in items:
+            visit(it, [])
+        return order
+
+    def _place(self, it: _Item, known: dict[str, str], siblings: dict[str, _Item], now: datetime, mode: str) -> None:
+        """Decide the item's initial state from its dependencies; build its edges."""
+        assert it.task is not None
+        unmet = canceled = False
+        for i, (dep, policy) in enumerate(it.deps):
+            if dep in known:
+                dep_state = known[dep]
+            elif dep in siblings and siblings[dep].task is not None:
+                dep_state = siblings[dep].task.state  # type: ignore[union-attr]
+                siblings[dep].task.has_dependents = True  # type: ignore[union-attr]
+            else:
+                raise InvalidArgument(f"depends_on[{i}].task_id", f"unknown task {dep}")
+            resolution = _initial_resolution(dep_state, policy)
+            if resolution == "cancel":
+                canceled = True
+                resolution = TaskDependency.FAILED
+            elif resolution != TaskDependency.SATISFIED:
+                unmet = True
+            it.edges.append(TaskDependency(task_id=it.id, depends_on_id=dep, on_failure=policy, resolution=resolution))
+        task = it.task
+        task.enqueued_at = task.updated_at = now
+        if canceled:
+            task.state, task.finished_at, task.last_error = State.CANCELED, now, CANCELED_BY_DEPENDENCY
+        elif unmet:
+            task.state = State.BLOCKED
+        else:
+            task.state = ready_state(task, now)
+
+    def _announce(self, tasks: list[Task], now: datetime) -> None:
+        due = {t.queue for t in tasks if t.state == State.PENDING}
+        self.wake_after_commit(due)
+        if self.hooks.wants_events:
+            for kind, state in (("enqueued", None), ("scheduled", State.SCHEDULED), ("canceled", State.CANCELED)):
+                chosen = [t for t in tasks if (t.state == state if state else t.state not in (State.SCHEDULED, State.CANCELED))]
+                self.emit(kind, chosen, now)
+
+
+def ready_state(task: Task, now: datetime) -> State:
+    """The state of a task whose dependencies are all satisfied."""
+    if task.group:
+        return State.AGGREGATING
+    if task.due_at > now:
+        return State.SCHEDULED
+    return State.PENDING
+
+
+def _initial_resolution(dep_state: str, policy: str) -> str:
+    if dep_state == State.COMPLETED:
+        return TaskDependency.SATISFIED
+    if dep_state in FAILED:
+        if policy == "continue":
+            return TaskDependency.SATISFIED
+        if policy == "cascade_cancel":
+            return "cancel"
+        return TaskDependency.FAILED
+    return TaskDependency.UNRESOLVED

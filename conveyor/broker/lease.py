@@ -1,0 +1,202 @@
+"""Lease: claim due tasks for a worker, honouring pause, policy and limits."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Case, Count, Min, Value, When
+
+from conveyor.broker.base import BrokerBase
+from conveyor.broker.types import LeaseBatch
+from conveyor.conf import conveyor_settings
+from conveyor.ids import new_ulid
+from conveyor.models import Queue, Task
+from conveyor.states import LEASABLE, State
+
+# Float slack when turning accrued tokens into whole tasks.
+TOKEN_EPSILON = 1e-9
+RANDOM_WINDOW = 10
+
+
+class LeaseOps(BrokerBase):
+    def lease(self, queue: str, n: int, holder: str = "") -> LeaseBatch:
+        """Claim up to *n* due tasks of *queue* under fresh leases."""
+        if n <= 0:
+            return LeaseBatch()
+        now = self.now()
+        with self.atomic():
+            settings = self._lease_settings(queue)
+            batch = self._lease_locked(queue, n, holder, settings, now)
+        self.emit("leased", batch.tasks, now)
+        return batch
+
+    def _lease_locked(self, queue: str, n: int, holder: str, settings: Queue | None, now: datetime) -> LeaseBatch:
+        if settings is not None and settings.paused:
+            return LeaseBatch(throttled="paused")
+        want, tokens = n, None
+        if settings is not None and settings.rate:
+            tokens = refill_tokens(settings, now)
+            want = min(n, int(tokens + TOKEN_EPSILON))
+            if want <= 0:
+                return LeaseBatch(throttled="rate", retry_after=(1.0 - tokens) / settings.rate)
+        policy = settings.policy if settings is not None else "fifo"
+        limit = settings.concurrency_limit if settings is not None else None
+        tasks, held = self._claim(queue, want, now, policy, limit)
+        if tasks:
+            self._mark_leased(tasks, now, holder, new_ulid)
+        batch = LeaseBatch(tasks=tasks)
+        if tokens is not None and settings is not None:
+            settings.tokens, settings.tokens_at = tokens - len(tasks), now
+            settings.save(update_fields=["tokens", "tokens_at"])
+            if want < n and len(tasks) == want:
+                batch.throttled = "rate"
+                batch.retry_after = max(0.0, 1.0 - settings.tokens) / settings.rate
+        if held:
+            batch.throttled = "concurrency"
+        elif len(tasks) < want:
+            batch.next_due_at = self._next_due(queue, now)
+        return batch
+
+    def _lease_settings(self, queue: str) -> Queue | None:
+        rows = Queue.objects.using(self.db)
+        settings = rows.filter(name=queue).first()
+        if settings is not None and (settings.rate or settings.concurrency_limit) and self.is_postgres:
+            # Limits are exact across nodes: leasers of a limited queue
+            # serialize on its settings row, so the token bucket and the
+            # per-key active counts they read are never stale.
+            settings = rows.select_for_update().filter(name=queue).first()
+        return settings
+
+    def _claim(self, queue: str, n: int, now: datetime, policy: str, limit: int | None) -> tuple[list[Task], bool]:
+        due = self.tasks.due(now).filter(queue=queue)
+        if limit is None:
+            return select_due(due, n, policy), False
+        return self._claim_limited(due, n, policy, limit)
+
+    def _claim_limited(self, due: Any, n: int, policy: str, limit: int) -> tuple[list[Task], bool]:
+        """Claim in priority order, skipping tasks whose key is at its limit.
+
+        Each pass excludes saturated keys, so every row a pass returns is
+        either claimed or saturates its key: the loop ends after at most one
+        pass per saturated key. Skipped rows stay pending, untouched.
+        """
+        picked: list[Task] = []
+        saturated: set[str] = set()
+        active: dict[str, int] = {}
+        held = False
+        while len(picked) < n:
+            candidates = due.exclude(id__in=[t.id for t in picked])
+            if saturated:
+                candidates = candidates.exclude(concurrency_key__in=saturated)
+            rows = select_due(candidates, n - len(picked), policy)
+            if not rows:
+                break
+            self._count_active(rows, active)
+            for row in rows:
+                key = row.concurrency_key
+                if key is None:
+                    picked.append(row)
+                elif active[key] < limit:
+                    picked.append(row)
+                    active[key] += 1
+                    if active[key] >= limit:
+                        saturated.add(key)
+                else:
+                    saturated.add(key)
+                    held = True
+        return picked, held
+
+    def _count_active(self, rows: list[Task], active: dict[str, int]) -> None:
+        keys = {r.concurrency_key for r in rows if r.concurrency_key and r.concurrency_key not in active}
+        if not keys:
+            return
+        counts = (
+            self.tasks.filter(queue=rows[0].queue, state=State.ACTIVE, concurrency_key__in=keys)
+            .values_list("concurrency_key")
+            .annotate(n=Count("id"))
+        )
+        active.update(dict.fromkeys(keys, 0))
+        active.update(dict(counts))
+
+    def _mark_leased(self, tasks: list[Task], now: datetime, holder: str, lease_id: Any) -> None:
+        """Move claimed rows to active, each under its own fresh lease id."""
+        expires = now + timedelta(seconds=conveyor_settings.LEASE_TTL)
+        ids = {t.id: lease_id(now) for t in tasks}
+        if len(ids) == 1:
+            lease_expr: Any = next(iter(ids.values()))
+        else:
+            lease_expr = Case(*[When(id=tid, then=Value(lid)) for tid, lid in ids.items()])
+        self.tasks.filter(id__in=list(ids)).update(
+            state=State.ACTIVE,
+            lease_id=lease_expr,
+            lease_expires_at=expires,
+            lease_holder=holder,
+            started_at=now,
+            updated_at=now,
+            progress=0,
+            progress_message="",
+        )
+        for t in tasks:
+            t.state, t.lease_id, t.lease_expires_at, t.lease_holder = State.ACTIVE, ids[t.id], expires, holder
+            t.started_at = t.updated_at = now
+            t.progress, t.progress_message = 0, ""
+
+    def _next_due(self, queue: str, now: datetime) -> datetime | None:
+        return self.tasks.filter(queue=queue, state__in=LEASABLE, due_at__gt=now).aggregate(m=Min("due_at"))["m"]
+
+    # -- groups ----------------------------------------------------------------
+
+    def lease_group(self, queue: str, group: str, holder: str = "") -> LeaseBatch:
+        """Claim up to the group's max size members under one shared lease."""
+        now = self.now()
+        with self.atomic():
+            settings = Queue.objects.using(self.db).filter(name=queue).first()
+            if settings is not None and settings.paused:
+                return LeaseBatch(throttled="paused")
+            size = self.group_config(queue, group).max_size  # type: ignore[attr-defined]
+            members = list(
+                self.tasks.select_for_update(skip_locked=True)
+                .filter(queue=queue, group=group, state=State.AGGREGATING)
+                .exclude(expires_at__lte=now)
+                .order_by("enqueued_at", "id")[:size]
+            )
+            if members:
+                shared = new_ulid(now)
+                self._mark_leased(members, now, holder, lambda _now: shared)
+        self.emit("leased", members, now)
+        return LeaseBatch(tasks=members)
+
+
+def select_due(qs: Any, n: int, policy: str) -> list[Task]:
+    """Lock and return up to *n* rows of *qs* in the queue's policy order.
+
+    ``skip_locked``: rows another leaser holds are skipped, not waited for,
+    so concurrent leasers on any node never claim (or block on) the same row.
+    SQLite has no row locks; its IMMEDIATE transaction serializes leasers.
+    """
+    if policy == "lifo":
+        return list(qs.select_for_update(skip_locked=True).order_by("-priority", "-due_at", "-id")[:n])
+    if policy == "random":
+        return _select_random(qs, n)
+    return list(qs.select_for_update(skip_locked=True).order_by("-priority", "due_at", "id")[:n])
+
+
+def _select_random(qs: Any, n: int) -> list[Task]:
+    # Sample from a bounded window of the oldest due rows (an index scan),
+    # instead of ORDER BY random() over the whole queue.
+    window = list(qs.order_by("due_at", "id").values_list("id", flat=True)[: n * RANDOM_WINDOW])
+    chosen = random.sample(window, min(len(window), n))
+    rows = list(qs.select_for_update(skip_locked=True).filter(id__in=chosen))
+    random.shuffle(rows)
+    return rows
+
+
+def refill_tokens(settings: Queue, now: datetime) -> float:
+    """Tokens in the queue's bucket at *now* (not yet saved)."""
+    burst = float(settings.burst or 1)
+    if settings.tokens_at is None:
+        return burst
+    elapsed = max(0.0, (now - settings.tokens_at).total_seconds())
+    return min(burst, settings.tokens + (settings.rate or 0.0) * elapsed)

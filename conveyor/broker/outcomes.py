@@ -1,0 +1,252 @@
+"""Lease-scoped outcomes: ack, fail, release, archive, extend, progress.
+
+Every operation matches ``state = active AND lease_id = ?``; a stale or
+wrong lease changes nothing and raises (or reports) *lease lost*.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from conveyor.backoff import RetryPolicy, backoff_delay
+from conveyor.broker.base import BrokerBase
+from conveyor.conf import conveyor_settings
+from conveyor.exceptions import InvalidArgument, LeaseLost
+from conveyor.models import Task
+from conveyor.states import State
+
+CANCELED_WHILE_RUNNING = "canceled while running"
+MAX_ERROR_LENGTH = 4000
+
+
+def clip_error(error: str) -> str:
+    error = error or ""
+    return error if len(error) <= MAX_ERROR_LENGTH else error[: MAX_ERROR_LENGTH - 1] + "…"
+
+
+def retry_policy_of(task: Task) -> RetryPolicy:
+    return RetryPolicy(
+        kind=task.retry_kind or conveyor_settings.RETRY_POLICY,
+        base=task.retry_base if task.retry_base is not None else conveyor_settings.RETRY_BASE,
+        cap=task.retry_cap if task.retry_cap is not None else conveyor_settings.RETRY_CAP,
+    )
+
+
+class OutcomeOps(BrokerBase):
+    # -- reading the lease ---------------------------------------------------
+
+    def _leased_row(self, task_id: str, lease_id: str) -> Task:
+        row = self.tasks.select_for_update().filter(id=task_id, state=State.ACTIVE, lease_id=lease_id).first()
+        if row is None:
+            raise LeaseLost(task_id, lease_id)
+        return row
+
+    def _finish(self, row: Task, state: State, now: datetime, kind: str, fields: list[str]) -> None:
+        """Save a terminal transition; resolve dependents after commit."""
+        row.state, row.finished_at, row.updated_at, row.lease_expires_at = state, now, now, None
+        row.save(update_fields=[*fields, "state", "finished_at", "updated_at", "lease_expires_at"])
+        if row.has_dependents:
+            self.resolve_after_commit([row.id])
+        if row.concurrency_key:
+            self.wake_after_commit([row.queue])
+        self.emit(kind, [row], now)
+
+    # -- ack -----------------------------------------------------------------
+
+    def ack(self, task_id: str, lease_id: str, result: bytes | None = None) -> Task:
+        """Complete a leased task, storing an optional result."""
+        now = self.now()
+        with self.atomic():
+            row = self._leased_row(task_id, lease_id)
+            row.result = result
+            row.purge_at = now + timedelta(seconds=_retention(row.retention))
+            row.progress = 100
+            self._finish(row, State.COMPLETED, now, "completed", ["result", "purge_at", "progress"])
+        return row
+
+    def ack_many(self, items: Sequence[tuple[Task, bytes | None]]) -> list[str]:
+        """Complete many leased tasks in one transaction; return the ids whose lease was lost.
+
+        *items* are the leased rows as the caller holds them (their id, lease
+        id, queue, type and retention are used) with an optional result.
+        """
+        if not items:
+            return []
+        now = self.now()
+        with self.atomic():
+            updated = self._complete_rows(items, now)
+            tasks = [t for t, _ in items]
+            if updated == len(items):
+                won = tasks
+            else:
+                won_ids = set(
+                    self.tasks.filter(
+                        id__in=[t.id for t in tasks],
+                        state=State.COMPLETED,
+                        finished_at=now,
+                        lease_id__in=[t.lease_id for t in tasks],
+                    ).values_list("id", flat=True)
+                )
+                won = [t for t in tasks if t.id in won_ids]
+            for t in won:
+                t.state, t.finished_at = State.COMPLETED, now
+            self.resolve_after_commit([t.id for t in won if t.has_dependents])
+            self.wake_after_commit({t.queue for t in won if t.concurrency_key})
+            self.emit("completed", won, now)
+        won_set = {t.id for t in won}
+        return [t.id for t in tasks if t.id not in won_set]
+
+    def _complete_rows(self, items: Sequence[tuple[Task, bytes | None]], now: datetime) -> int:
+        by_retention: dict[float, list[Task]] = defaultdict(list)
+        updated = 0
+        for task, result in items:
+            if result is None:
+                by_retention[_retention(task.retention)].append(task)
+            else:
+                updated += self._complete(self.tasks.filter(id=task.id, lease_id=task.lease_id), now, task.retention, result=result)
+        for retention, tasks in by_retention.items():
+            scope = self.tasks.filter(id__in=[t.id for t in tasks], lease_id__in=[t.lease_id for t in tasks])
+            updated += self._complete(scope, now, retention)
+        return updated
+
+    def _complete(self, scope: Any, now: datetime, retention: float | None, **extra: Any) -> int:
+        return scope.filter(state=State.ACTIVE).update(
+            state=State.COMPLETED,
+            finished_at=now,
+            updated_at=now,
+            purge_at=now + timedelta(seconds=_retention(retention)),
+            lease_expires_at=None,
+            progress=100,
+            **extra,
+        )
+
+    # -- failure -------------------------------------------------------------
+
+    def fail(self, task_id: str, lease_id: str, retry_at: datetime, error: str) -> Task:
+        """Send a leased task back to ``retry``, due at *retry_at*."""
+        now = self.now()
+        with self.atomic():
+            row = self._leased_row(task_id, lease_id)
+            self._to_retry(row, retry_at, error, now)
+        return row
+
+    def _to_retry(self, row: Task, retry_at: datetime, error: str, now: datetime) -> None:
+        row.state, row.due_at, row.updated_at = State.RETRY, retry_at, now
+        row.retried += 1
+        row.last_error = clip_error(error)
+        row.lease_expires_at = None
+        row.save(update_fields=["state", "due_at", "updated_at", "retried", "last_error", "lease_expires_at"])
+        self.wake_after_commit([row.queue], None if retry_at <= now else retry_at)
+        self.emit("retried", [row], now)
+
+    def archive_leased(self, task_id: str, lease_id: str, error: str = "") -> Task:
+        """Dead-letter a leased task (skip retry)."""
+        now = self.now()
+        with self.atomic():
+            row = self._leased_row(task_id, lease_id)
+            row.last_error = clip_error(error)
+            self._finish(row, State.ARCHIVED, now, "archived", ["last_error"])
+        return row
+
+    def settle_failure(
+        self, task_id: str, lease_id: str, error: str, *, skip_retry: bool = False, delay: float | None = None
+    ) -> Task:
+        """Decide retry or archive for a failed attempt, and apply it.
+
+        Archive when the task was canceled while running, when the worker
+        asked to skip retries, or when its retries are exhausted; otherwise
+        retry after the task's backoff (or after *delay* seconds).
+        """
+        now = self.now()
+        with self.atomic():
+            row = self._leased_row(task_id, lease_id)
+            if row.cancel_requested:
+                row.last_error = clip_error(f"{CANCELED_WHILE_RUNNING}: {error}" if error else CANCELED_WHILE_RUNNING)
+            elif skip_retry:
+                row.last_error = clip_error(error)
+            elif row.retried >= row.max_retry:
+                row.last_error = clip_error(f"retries exhausted: {error}")
+            else:
+                wait = backoff_delay(retry_policy_of(row), row.retried) if delay is None else delay
+                self._to_retry(row, now + timedelta(seconds=wait), error, now)
+                return row
+            self._finish(row, State.ARCHIVED, now, "archived", ["last_error"])
+        return row
+
+    # -- release -------------------------------------------------------------
+
+    def release(self, task_id: str, lease_id: str) -> Task:
+        """Give a leased task back: ``pending``, due now, no retry spent."""
+        lost = self.release_many([(task_id, lease_id)])
+        if lost:
+            raise LeaseLost(task_id, lease_id)
+        return self.tasks.get(id=task_id)
+
+    def release_many(self, refs: Sequence[tuple[str, str]]) -> list[str]:
+        """Release many leases; return the task ids whose lease was lost."""
+        if not refs:
+            return []
+        now = self.now()
+        wanted = dict(refs)
+        with self.atomic():
+            rows = [
+                r
+                for r in self.tasks.select_for_update().filter(id__in=list(wanted), state=State.ACTIVE)
+                if r.lease_id == wanted[r.id]
+            ]
+            back = [r for r in rows if not r.cancel_requested]
+            if back:
+                self.tasks.filter(id__in=[r.id for r in back]).update(
+                    state=State.PENDING, due_at=now, updated_at=now, lease_expires_at=None
+                )
+                for r in back:
+                    r.state, r.due_at = State.PENDING, now
+                self.wake_after_commit({r.queue for r in back})
+                self.emit("released", back, now)
+            for r in rows:
+                if r.cancel_requested:
+                    r.last_error = CANCELED_WHILE_RUNNING
+                    self._finish(r, State.ARCHIVED, now, "archived", ["last_error"])
+        found = {r.id for r in rows}
+        return [tid for tid, _ in refs if tid not in found]
+
+    # -- lease upkeep ----------------------------------------------------------
+
+    def extend(self, task_id: str, lease_id: str) -> datetime:
+        """Push the lease expiry to now + TTL; return the new expiry."""
+        expires, lost = self.extend_many([(task_id, lease_id)])
+        if lost:
+            raise LeaseLost(task_id, lease_id)
+        return expires
+
+    def extend_many(self, refs: Sequence[tuple[str, str]]) -> tuple[datetime, list[str]]:
+        """Extend many leases; return (new expiry, task ids whose lease was lost)."""
+        expires = self.now() + timedelta(seconds=conveyor_settings.LEASE_TTL)
+        if not refs:
+            return expires, []
+        ids = [tid for tid, _ in refs]
+        leases = [lid for _, lid in refs]
+        scope = self.tasks.filter(id__in=ids, lease_id__in=leases, state=State.ACTIVE)
+        updated = scope.update(lease_expires_at=expires)
+        if updated == len(refs):
+            return expires, []
+        alive = set(scope.values_list("id", flat=True))
+        return expires, [tid for tid in ids if tid not in alive]
+
+    def set_progress(self, task_id: str, lease_id: str, percent: float, message: str = "") -> None:
+        """Record progress (percent clamped to 0-100) of a leased task."""
+        if isinstance(percent, bool) or not isinstance(percent, (int, float)) or percent != percent:
+            raise InvalidArgument("percent", "must be a number")
+        value = int(max(0, min(100, percent)))
+        updated = self.tasks.filter(id=task_id, lease_id=lease_id, state=State.ACTIVE).update(
+            progress=value, progress_message=(message or "")[:500]
+        )
+        if not updated:
+            raise LeaseLost(task_id, lease_id)
+
+
+def _retention(value: float | None) -> float:
+    return conveyor_settings.COMPLETED_RETENTION if value is None else value

@@ -1,0 +1,180 @@
+"""Value objects the broker takes and returns."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from conveyor.exceptions import ConveyorError
+    from conveyor.models import Task
+
+
+@dataclass(frozen=True)
+class Dependency:
+    task_id: str
+    on_failure: str = "block"
+
+
+@dataclass(frozen=True)
+class RetrySpec:
+    """A per-task retry policy; a None field falls back to the server default."""
+
+    kind: str | None = None
+    base: float | None = None
+    cap: float | None = None
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What a producer asks to enqueue. Validated by ``broker.validation``."""
+
+    type: str
+    payload: bytes = b""
+    queue: str = "default"
+    id: str | None = None
+    priority: int | None = None
+    max_retry: int | None = None
+    process_at: datetime | None = None
+    process_in: float | None = None
+    expires_at: datetime | None = None
+    expires_in: float | None = None
+    unique_key: str | None = None
+    unique_ttl: float | None = None
+    unique: bool = False
+    group: str | None = None
+    concurrency_key: str | None = None
+    depends_on: Sequence[Dependency] = ()
+    timeout: float | None = None
+    deadline: datetime | None = None
+    retention: float | None = None
+    retry_policy: RetrySpec | None = None
+    metadata: Mapping[str, str] | None = None
+    content_type: str = "application/json"
+
+
+@dataclass
+class ItemResult:
+    """One item of a batch: the stored task, or the error that refused it."""
+
+    index: int
+    task: Task | None = None
+    error: ConveyorError | None = None
+    created: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class IdResult:
+    """One id of an admin batch operation."""
+
+    id: str
+    task: Task | None = None
+    error: ConveyorError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class LeaseBatch:
+    """What one lease call claimed, and hints for the dispatcher."""
+
+    tasks: list[Task] = field(default_factory=list)
+    # Earliest time a not-yet-due task of the queue becomes due (when the
+    # call claimed fewer than asked); the dispatcher sets a timer for it.
+    next_due_at: datetime | None = None
+    # Why tasks were held back: "paused", "rate" or "concurrency".
+    throttled: str | None = None
+    # For "rate": seconds until the next token.
+    retry_after: float | None = None
+
+
+@dataclass
+class SweepReport:
+    count: int = 0
+    queues: set[str] = field(default_factory=set)
+
+    def merge(self, other: SweepReport) -> SweepReport:
+        return SweepReport(self.count + other.count, self.queues | other.queues)
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    name: str
+    paused: bool
+    counts: Mapping[str, int]
+    policy: str = "fifo"
+    oldest_due_at: datetime | None = None
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    queue: str
+    rate: float
+    burst: int
+
+
+@dataclass(frozen=True)
+class ConcurrencyLimit:
+    queue: str
+    limit: int
+
+
+@dataclass(frozen=True)
+class GroupSettings:
+    queue: str
+    group: str
+    max_size: int
+    max_delay: float
+    grace: float
+
+
+@dataclass(frozen=True)
+class GroupStat:
+    queue: str
+    group: str
+    count: int
+    oldest: datetime
+    newest: datetime
+
+
+@dataclass
+class Page:
+    tasks: list[Task]
+    next_page_token: str | None
+
+
+@dataclass(frozen=True)
+class CronSpec:
+    id: str
+    spec: str
+    task_type: str
+    queue: str = "default"
+    payload: bytes = b""
+    content_type: str = "application/json"
+    timezone: str = "UTC"
+    options: Mapping[str, Any] = field(default_factory=dict)
+    paused: bool = False
+
+
+@dataclass(frozen=True)
+class WebhookSpec:
+    name: str
+    url: str
+    queues: Mapping[str, int]
+    concurrency: int = 10
+    secrets: Sequence[str] = ()
+    batch_types: Sequence[str] = ()
+    request_timeout: float | None = None
+    paused: bool = False

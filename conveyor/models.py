@@ -1,0 +1,278 @@
+"""Conveyor's tables. Models stay thin: fields, indexes, constraints.
+
+Every change to a task row goes through ``conveyor.broker``; nothing else
+writes ``Task`` or ``TaskDependency``.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from conveyor.states import INCOMPLETE, LEASABLE, WAITING, State
+
+STATE_CHOICES = [(s.value, s.value) for s in State]
+POLICY_CHOICES = [("fifo", "fifo"), ("lifo", "lifo"), ("random", "random")]
+ON_FAILURE_CHOICES = [("block", "block"), ("continue", "continue"), ("cascade_cancel", "cascade_cancel")]
+
+
+class TaskQuerySet(models.QuerySet):
+    """Side-effect-free filters used by the broker and the admin."""
+
+    def in_queue(self, queue: str) -> TaskQuerySet:
+        return self.filter(queue=queue)
+
+    def due(self, now) -> TaskQuerySet:  # type: ignore[no-untyped-def]
+        """Leasable now: pending or retry, due, not past its pre-dispatch expiry."""
+        return self.filter(state__in=LEASABLE, due_at__lte=now).exclude(expires_at__lte=now)
+
+    def waiting(self) -> TaskQuerySet:
+        return self.filter(state__in=WAITING)
+
+
+class Task(models.Model):
+    id = models.CharField(max_length=100, primary_key=True)
+    queue = models.CharField(max_length=100)
+    type = models.CharField(max_length=200)
+    state = models.CharField(max_length=12, choices=STATE_CHOICES)
+    priority = models.PositiveSmallIntegerField(default=4)
+    payload = models.BinaryField(default=b"")
+    content_type = models.CharField(max_length=100, default="application/json")
+    metadata = models.JSONField(default=dict, blank=True)
+    result = models.BinaryField(null=True, blank=True)
+
+    max_retry = models.PositiveIntegerField(default=25)
+    retried = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True, default="")
+    # Per-task retry policy; null fields fall back to the server defaults.
+    retry_kind = models.CharField(max_length=12, blank=True, default="")
+    retry_base = models.FloatField(null=True, blank=True)
+    retry_cap = models.FloatField(null=True, blank=True)
+
+    # When the task is due: its process_at, or the time a retry may run.
+    due_at = models.DateTimeField()
+    enqueued_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    # Pre-dispatch expiry: a waiting task past it is archived, never leased.
+    expires_at = models.DateTimeField(null=True, blank=True)
+    # Running limits: absolute deadline, and seconds per attempt.
+    deadline = models.DateTimeField(null=True, blank=True)
+    timeout = models.FloatField(null=True, blank=True)
+    # How long a completed row is kept (seconds); null = server default.
+    retention = models.FloatField(null=True, blank=True)
+
+    unique_key = models.CharField(max_length=255, null=True, blank=True)
+    unique_until = models.DateTimeField(null=True, blank=True)
+    group = models.CharField(max_length=200, null=True, blank=True)
+    concurrency_key = models.CharField(max_length=200, null=True, blank=True)
+
+    lease_id = models.CharField(max_length=64, null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    lease_holder = models.CharField(max_length=200, blank=True, default="")
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    purge_at = models.DateTimeField(null=True, blank=True)
+    progress = models.PositiveSmallIntegerField(default=0)
+    progress_message = models.CharField(max_length=500, blank=True, default="")
+    cancel_requested = models.BooleanField(default=False)
+    # Set when some task depends on this one, so completion knows to resolve.
+    has_dependents = models.BooleanField(default=False)
+
+    objects = TaskQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            # The lease query (fifo) is an index scan over due rows only.
+            models.Index(
+                fields=["queue", "-priority", "due_at", "id"],
+                condition=Q(state__in=LEASABLE),
+                name="task_lease_fifo",
+            ),
+            models.Index(
+                fields=["queue", "-priority", "-due_at", "-id"],
+                condition=Q(state__in=LEASABLE),
+                name="task_lease_lifo",
+            ),
+            # Earliest future due time per queue (retry timers, lost-wake sweep).
+            models.Index(fields=["queue", "due_at"], condition=Q(state__in=LEASABLE), name="task_due"),
+            models.Index(fields=["due_at"], condition=Q(state=State.SCHEDULED), name="task_scheduled"),
+            models.Index(fields=["lease_expires_at"], condition=Q(state=State.ACTIVE), name="task_lease_expiry"),
+            models.Index(
+                fields=["queue", "concurrency_key"],
+                condition=Q(state=State.ACTIVE) & Q(concurrency_key__isnull=False),
+                name="task_active_key",
+            ),
+            models.Index(
+                fields=["queue", "group", "enqueued_at", "id"],
+                condition=Q(state=State.AGGREGATING),
+                name="task_group",
+            ),
+            models.Index(fields=["expires_at"], condition=Q(state__in=WAITING, expires_at__isnull=False), name="task_expiry"),
+            models.Index(fields=["purge_at"], condition=Q(state=State.COMPLETED), name="task_purge_completed"),
+            models.Index(
+                fields=["finished_at"],
+                condition=Q(state__in=[State.ARCHIVED, State.CANCELED]),
+                name="task_purge_failed",
+            ),
+            models.Index(fields=["queue", "state", "id"], name="task_list"),
+            models.Index(fields=["state", "id"], name="task_list_state"),
+            models.Index(fields=["lease_id"], condition=Q(state=State.ACTIVE), name="task_active_lease"),
+        ]
+        constraints = [
+            # A unique key is claimed while its holder is incomplete. Lapsed
+            # TTL claims are cleared (unique_key set to NULL) before insert.
+            models.UniqueConstraint(
+                fields=["unique_key"],
+                condition=Q(state__in=INCOMPLETE) & Q(unique_key__isnull=False),
+                name="task_unique_live_key",
+            ),
+            models.CheckConstraint(condition=Q(priority__gte=1, priority__lte=9), name="task_priority_range"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.id} ({self.state})"
+
+    @property
+    def attempt(self) -> int:
+        return self.retried + 1
+
+
+class TaskDependency(models.Model):
+    """An edge: ``task`` waits for ``depends_on_id`` to finish."""
+
+    UNRESOLVED, SATISFIED, FAILED = "", "satisfied", "failed"
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="dependency_edges")
+    depends_on_id = models.CharField(max_length=100)
+    on_failure = models.CharField(max_length=16, choices=ON_FAILURE_CHOICES, default="block")
+    resolution = models.CharField(max_length=10, blank=True, default="")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["task", "depends_on_id"], name="dependency_edge_unique")]
+        indexes = [models.Index(fields=["depends_on_id", "resolution"], name="dependency_upstream")]
+
+    def __str__(self) -> str:
+        return f"{self.task_id} -> {self.depends_on_id}"
+
+
+class Queue(models.Model):
+    """Per-queue settings; a row exists once any setting was made."""
+
+    name = models.CharField(max_length=100, primary_key=True)
+    paused = models.BooleanField(default=False)
+    policy = models.CharField(max_length=8, choices=POLICY_CHOICES, default="fifo")
+    rate = models.FloatField(null=True, blank=True)  # tasks per second
+    burst = models.PositiveIntegerField(null=True, blank=True)
+    # Token bucket state, shared by all nodes through this row.
+    tokens = models.FloatField(default=0.0)
+    tokens_at = models.DateTimeField(null=True, blank=True)
+    concurrency_limit = models.PositiveIntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class GroupConfig(models.Model):
+    """Firing thresholds per (queue, group); group "" is the queue default."""
+
+    queue = models.CharField(max_length=100)
+    group = models.CharField(max_length=200, blank=True, default="")
+    max_size = models.PositiveIntegerField()
+    max_delay = models.FloatField()
+    grace = models.FloatField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["queue", "group"], name="group_config_unique")]
+        ordering = ["queue", "group"]
+
+    def __str__(self) -> str:
+        return f"{self.queue}/{self.group or '*'}"
+
+
+class CronEntry(models.Model):
+    id = models.CharField(max_length=100, primary_key=True)
+    spec = models.CharField(max_length=200)
+    timezone = models.CharField(max_length=64, default="UTC")
+    task_type = models.CharField(max_length=200)
+    queue = models.CharField(max_length=100, default="default")
+    payload = models.BinaryField(default=b"")
+    content_type = models.CharField(max_length=100, default="application/json")
+    options = models.JSONField(default=dict, blank=True)
+    paused = models.BooleanField(default=False)
+    next_run_at = models.DateTimeField()
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["id"]
+        verbose_name_plural = "cron entries"
+        indexes = [models.Index(fields=["next_run_at"], condition=Q(paused=False), name="cron_due")]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.spec})"
+
+
+class WebhookRegistration(models.Model):
+    name = models.CharField(max_length=100, primary_key=True)
+    url = models.CharField(max_length=2000)
+    queues = models.JSONField(default=dict)  # queue -> weight
+    concurrency = models.PositiveIntegerField(default=10)
+    secrets = models.JSONField(default=list, blank=True)  # newest first, at most two
+    batch_types = models.JSONField(default=list, blank=True)
+    request_timeout = models.FloatField(null=True, blank=True)
+    paused = models.BooleanField(default=False)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class WebhookStatus(models.Model):
+    """What the node driving a registration last reported about it."""
+
+    name = models.CharField(max_length=100, primary_key=True)
+    node_id = models.CharField(max_length=64, blank=True, default="")
+    breaker = models.CharField(max_length=12, default="closed")
+    last_error = models.TextField(blank=True, default="")
+    recent = models.JSONField(default=list, blank=True)  # latest delivery outcomes
+    inflight = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField()
+
+
+class Node(models.Model):
+    """A running conveyord process, refreshed by its heartbeat."""
+
+    id = models.CharField(max_length=64, primary_key=True)
+    host = models.CharField(max_length=200)
+    port = models.PositiveIntegerField(default=0)
+    pid = models.PositiveIntegerField(default=0)
+    version = models.CharField(max_length=32, blank=True, default="")
+    started_at = models.DateTimeField()
+    seen_at = models.DateTimeField()
+    leader_of = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["started_at"]
+
+
+class WorkerSession(models.Model):
+    """A connected worker (WebSocket session), owned by one node."""
+
+    id = models.CharField(max_length=64, primary_key=True)
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="sessions")
+    queues = models.JSONField(default=dict)
+    concurrency = models.PositiveIntegerField(default=1)
+    inflight = models.PositiveIntegerField(default=0)
+    labels = models.JSONField(default=dict, blank=True)
+    sdk_version = models.CharField(max_length=64, blank=True, default="")
+    remote = models.CharField(max_length=200, blank=True, default="")
+    connected_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["connected_at"]
