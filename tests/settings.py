@@ -1,0 +1,28 @@
+"""Test settings: SQLite as ``default`` plus PostgreSQL as ``postgres``.
+
+The broker conformance suite runs against both aliases. PostgreSQL comes
+from ``TEST_DATABASE_URL`` (default: the local trust-auth server); when it
+does not answer, the alias is left out and Postgres tests are skipped with
+the reason, unless ``CONVEYOR_REQUIRE_SERVICES=1`` (CI), which fails instead.
+"""
+
+from __future__ import annotations
+
+import os
+
+from conveyor_site.dburl import parse_database_url, sqlite_config
+from conveyor_site.settings import *  # noqa: F403
+from conveyor_site.settings import BASE_DIR, VAR_DIR
+from tests.services import postgres_problem
+
+TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+POSTGRES_PROBLEM = postgres_problem(TEST_DATABASE_URL)
+
+DATABASES = {"default": sqlite_config(VAR_DIR / "tests" / "conveyor.sqlite3")}
+if POSTGRES_PROBLEM is None:
+    DATABASES["postgres"] = parse_database_url(TEST_DATABASE_URL, BASE_DIR)
+    DATABASES["postgres"]["TEST"] = {"NAME": "test_conveyor"}
+
+CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+CONVEYOR = {}
