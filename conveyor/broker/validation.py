@@ -27,7 +27,8 @@ def check_queue_name(name: Any, field: str = "queue") -> str:
         raise InvalidArgument(field, "is required")
     if len(name) > 100:
         raise InvalidArgument(field, "must be at most 100 characters")
-    if not QUEUE_NAME.match(name):
+    # fullmatch: ``$`` alone would let a trailing newline through.
+    if not QUEUE_NAME.fullmatch(name):
         raise InvalidArgument(field, "must match ^[A-Za-z0-9][A-Za-z0-9._-]*$")
     return name
 
@@ -37,7 +38,7 @@ def check_task_id(value: Any, field: str = "id") -> str:
         raise InvalidArgument(field, "must be a non-empty string")
     if len(value) > 100:
         raise InvalidArgument(field, "must be at most 100 characters")
-    if not TASK_ID.match(value):
+    if not TASK_ID.fullmatch(value):
         raise InvalidArgument(field, "may contain only letters, digits and . _ : @ / + = -")
     return value
 
