@@ -52,7 +52,7 @@ class CronOps(BrokerBase):
             "next_run_at": next_fire(schedule, spec.timezone, now),
             "updated_at": now,
         }
-        entry, created = self.cron.update_or_create(id=spec.id, defaults=values, create_defaults={**values, "created_at": now})
+        entry, _created = self.cron.update_or_create(id=spec.id, defaults=values, create_defaults={**values, "created_at": now})
         return entry
 
     def get_cron_entry(self, entry_id: str) -> CronEntry:

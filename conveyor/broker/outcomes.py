@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db.models import Case, Value, When
+
 from conveyor.backoff import RetryPolicy, backoff_delay
 from conveyor.broker.base import BrokerBase
 from conveyor.conf import conveyor_settings
@@ -19,6 +21,19 @@ from conveyor.models import Task
 from conveyor.states import State
 
 CANCELED_WHILE_RUNNING = "canceled while running"
+# Columns an outcome needs from a locked row (not the payload or result).
+_OUTCOME_FIELDS = (
+    "id",
+    "queue",
+    "type",
+    "state",
+    "lease_id",
+    "retried",
+    "last_error",
+    "retention",
+    "has_dependents",
+    "concurrency_key",
+)
 MAX_ERROR_LENGTH = 4000
 
 
@@ -70,47 +85,49 @@ class OutcomeOps(BrokerBase):
     def ack_many(self, items: Sequence[tuple[Task, bytes | None]]) -> list[str]:
         """Complete many leased tasks in one transaction; return the ids whose lease was lost.
 
-        *items* are the leased rows as the caller holds them (their id, lease
-        id, queue, type and retention are used) with an optional result.
+        *items* are the leased rows as the caller holds them (their id and
+        lease id are matched against the stored row) with an optional result.
         """
         if not items:
             return []
         now = self.now()
-        with self.atomic():
-            updated = self._complete_rows(items, now)
-            tasks = [t for t, _ in items]
-            if updated == len(items):
-                won = tasks
-            else:
-                won_ids = set(
-                    self.tasks.filter(
-                        id__in=[t.id for t in tasks],
-                        state=State.COMPLETED,
-                        finished_at=now,
-                        lease_id__in=[t.lease_id for t in tasks],
-                    ).values_list("id", flat=True)
-                )
-                won = [t for t in tasks if t.id in won_ids]
-            for t in won:
-                t.state, t.finished_at = State.COMPLETED, now
-            self.resolve_after_commit([t.id for t in won if t.has_dependents])
-            self.wake_after_commit({t.queue for t in won if t.concurrency_key})
-            self.emit("completed", won, now)
-        won_set = {t.id for t in won}
-        return [t.id for t in tasks if t.id not in won_set]
-
-    def _complete_rows(self, items: Sequence[tuple[Task, bytes | None]], now: datetime) -> int:
-        by_retention: dict[float, list[Task]] = defaultdict(list)
-        updated = 0
+        wanted: dict[str, tuple[str | None, bytes | None]] = {}
         for task, result in items:
+            wanted.setdefault(task.id, (task.lease_id, result))
+        with self.atomic():
+            # Lock the rows and match each task to its own lease. Matching by
+            # "id IN (...) AND lease_id IN (...)" would let one item's lease
+            # vouch for another, and telling the winners from rows another
+            # ack completed at the same instant is impossible after the fact.
+            won = [
+                r
+                for r in self.tasks.select_for_update()
+                .filter(id__in=list(wanted), state=State.ACTIVE)
+                .only(*_OUTCOME_FIELDS)
+                .order_by("id")
+                if r.lease_id == wanted[r.id][0]
+            ]
+            self._complete_rows(won, wanted, now)
+            self.resolve_after_commit([r.id for r in won if r.has_dependents])
+            self.wake_after_commit({r.queue for r in won if r.concurrency_key})
+            self.emit("completed", won, now)
+        won_ids = {r.id for r in won}
+        for task, _ in items:
+            if task.id in won_ids:
+                task.state, task.finished_at = State.COMPLETED, now
+        return [task.id for task, _ in items if task.id not in won_ids]
+
+    def _complete_rows(self, rows: list[Task], wanted: dict[str, tuple[str | None, bytes | None]], now: datetime) -> None:
+        by_retention: dict[float, list[str]] = defaultdict(list)
+        for row in rows:
+            result = wanted[row.id][1]
             if result is None:
-                by_retention[_retention(task.retention)].append(task)
+                by_retention[_retention(row.retention)].append(row.id)
             else:
-                updated += self._complete(self.tasks.filter(id=task.id, lease_id=task.lease_id), now, task.retention, result=result)
-        for retention, tasks in by_retention.items():
-            scope = self.tasks.filter(id__in=[t.id for t in tasks], lease_id__in=[t.lease_id for t in tasks])
-            updated += self._complete(scope, now, retention)
-        return updated
+                self._complete(self.tasks.filter(id=row.id), now, row.retention, result=result)
+            row.state, row.finished_at = State.COMPLETED, now
+        for retention, ids in by_retention.items():
+            self._complete(self.tasks.filter(id__in=ids), now, retention)
 
     def _complete(self, scope: Any, now: datetime, retention: float | None, **extra: Any) -> int:
         return scope.filter(state=State.ACTIVE).update(
@@ -130,7 +147,12 @@ class OutcomeOps(BrokerBase):
         now = self.now()
         with self.atomic():
             row = self._leased_row(task_id, lease_id)
-            self._to_retry(row, retry_at, error, now)
+            if row.cancel_requested:
+                # An operator canceled the running attempt: it ends archived.
+                row.last_error = _canceled_error(error)
+                self._finish(row, State.ARCHIVED, now, "archived", ["last_error"])
+            else:
+                self._to_retry(row, retry_at, error, now)
         return row
 
     def _to_retry(self, row: Task, retry_at: datetime, error: str, now: datetime) -> None:
@@ -164,7 +186,7 @@ class OutcomeOps(BrokerBase):
         with self.atomic():
             row = self._leased_row(task_id, lease_id)
             if row.cancel_requested:
-                row.last_error = clip_error(f"{CANCELED_WHILE_RUNNING}: {error}" if error else CANCELED_WHILE_RUNNING)
+                row.last_error = _canceled_error(error)
             elif skip_retry:
                 row.last_error = clip_error(error)
             elif row.retried >= row.max_retry:
@@ -227,14 +249,15 @@ class OutcomeOps(BrokerBase):
         expires = self.now() + timedelta(seconds=conveyor_settings.LEASE_TTL)
         if not refs:
             return expires, []
-        ids = [tid for tid, _ in refs]
-        leases = [lid for _, lid in refs]
-        scope = self.tasks.filter(id__in=ids, lease_id__in=leases, state=State.ACTIVE)
-        updated = scope.update(lease_expires_at=expires)
+        wanted = dict(refs)
+        # Each task must match its own lease (CASE), not any lease of the call.
+        own_lease = Case(*[When(id=tid, then=Value(lid)) for tid, lid in wanted.items()])
+        scope = self.tasks.filter(id__in=list(wanted), state=State.ACTIVE)
+        updated = scope.filter(lease_id=own_lease).update(lease_expires_at=expires)
         if updated == len(refs):
             return expires, []
-        alive = set(scope.values_list("id", flat=True))
-        return expires, [tid for tid in ids if tid not in alive]
+        alive = {tid for tid, lid in scope.values_list("id", "lease_id") if wanted[tid] == lid}
+        return expires, [tid for tid, _ in refs if tid not in alive]
 
     def set_progress(self, task_id: str, lease_id: str, percent: float, message: str = "") -> None:
         """Record progress (percent clamped to 0-100) of a leased task."""
@@ -246,6 +269,10 @@ class OutcomeOps(BrokerBase):
         )
         if not updated:
             raise LeaseLost(task_id, lease_id)
+
+
+def _canceled_error(error: str) -> str:
+    return clip_error(f"{CANCELED_WHILE_RUNNING}: {error}" if error else CANCELED_WHILE_RUNNING)
 
 
 def _retention(value: float | None) -> float:

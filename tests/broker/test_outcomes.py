@@ -1,0 +1,396 @@
+"""Lease-scoped outcomes: ack, fail, settle_failure, release, archive, extend, progress."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from conveyor.broker import RetrySpec
+from conveyor.exceptions import InvalidArgument, LeaseLost
+from conveyor.states import State
+from tests.broker.factories import enqueue, lease_one, reload, snapshot
+
+# -- ack -------------------------------------------------------------------------
+
+
+def test_ack_completes_the_task_at_now_and_stores_the_result(broker, clock):
+    enqueue(broker)
+    leased = lease_one(broker)
+    clock.advance(4)
+
+    broker.ack(leased.id, leased.lease_id, b'{"ok": true}')
+
+    stored = reload(broker, leased.id)
+    assert stored.state == State.COMPLETED
+    assert stored.finished_at == clock.now()
+    assert bytes(stored.result) == b'{"ok": true}'
+
+
+def test_ack_without_a_result_stores_none(broker):
+    enqueue(broker)
+    leased = lease_one(broker)
+
+    broker.ack(leased.id, leased.lease_id)
+
+    assert reload(broker, leased.id).result is None
+
+
+def test_ack_with_a_wrong_lease_raises_lease_lost_and_changes_nothing(broker):
+    enqueue(broker)
+    leased = lease_one(broker)
+    before = snapshot(broker, leased.id)
+
+    with pytest.raises(LeaseLost):
+        broker.ack(leased.id, "not-the-lease", b"x")
+
+    assert snapshot(broker, leased.id) == before
+
+
+def test_ack_with_a_stale_lease_after_release_and_relase_raises_lease_lost(broker):
+    enqueue(broker)
+    first = lease_one(broker)
+    broker.release(first.id, first.lease_id)
+    second = lease_one(broker)
+    before = snapshot(broker, second.id)
+
+    with pytest.raises(LeaseLost):
+        broker.ack(first.id, first.lease_id)
+
+    assert snapshot(broker, second.id) == before
+
+
+def test_second_ack_of_the_same_lease_raises_lease_lost(broker):
+    enqueue(broker)
+    leased = lease_one(broker)
+    broker.ack(leased.id, leased.lease_id, b"first")
+
+    with pytest.raises(LeaseLost):
+        broker.ack(leased.id, leased.lease_id, b"second")
+
+    assert bytes(reload(broker, leased.id).result) == b"first"
+
+
+def test_ack_of_an_unknown_task_raises_lease_lost(broker):
+    with pytest.raises(LeaseLost):
+        broker.ack("no-such-task", "lease")
+
+
+def test_ack_many_completes_each_and_reports_lost_leases(broker, clock):
+    for _ in range(3):
+        enqueue(broker)
+    a, b, c = broker.lease("default", 3).tasks
+    broker.release(c.id, c.lease_id)
+    clock.advance(2)
+
+    lost = broker.ack_many([(a, b"ra"), (b, None), (c, b"rc")])
+
+    assert lost == [c.id]
+    assert (reload(broker, a.id).state, bytes(reload(broker, a.id).result)) == (State.COMPLETED, b"ra")
+    assert (reload(broker, b.id).state, reload(broker, b.id).result) == (State.COMPLETED, None)
+    assert reload(broker, b.id).finished_at == clock.now()
+    assert reload(broker, c.id).state == State.PENDING
+
+
+def test_ack_many_repeated_at_the_same_instant_reports_every_lease_lost(broker, hooks):
+    for _ in range(2):
+        enqueue(broker)
+    tasks = broker.lease("default", 2).tasks
+    assert broker.ack_many([(t, None) for t in tasks]) == []
+
+    lost = broker.ack_many([(t, b"again") for t in tasks])
+
+    assert sorted(lost) == sorted(t.id for t in tasks)
+    assert all(reload(broker, t.id).result is None for t in tasks)
+    assert len([e for e in hooks.events if e.kind == "completed"]) == 2
+
+
+def test_ack_many_matches_each_task_to_its_own_lease(broker):
+    for _ in range(2):
+        enqueue(broker)
+    a, b = broker.lease("default", 2).tasks
+    a_forged, b_forged = broker.get_task(a.id), broker.get_task(b.id)
+    a_forged.lease_id, b_forged.lease_id = b.lease_id, a.lease_id  # each with the other's lease
+
+    lost = broker.ack_many([(a_forged, None), (b_forged, None)])
+
+    assert sorted(lost) == sorted([a.id, b.id])
+    assert {reload(broker, a.id).state, reload(broker, b.id).state} == {State.ACTIVE}
+
+
+# -- fail --------------------------------------------------------------------------
+
+
+def test_fail_moves_the_task_to_retry_due_at_retry_at(broker, clock):
+    enqueue(broker)
+    leased = lease_one(broker)
+    retry_at = clock.now() + timedelta(seconds=30)
+
+    broker.fail(leased.id, leased.lease_id, retry_at, "boom")
+
+    stored = reload(broker, leased.id)
+    assert (stored.state, stored.retried, stored.last_error, stored.due_at) == (State.RETRY, 1, "boom", retry_at)
+
+
+def test_fail_counts_each_failure(broker, clock):
+    enqueue(broker)
+    for n in (1, 2, 3):
+        leased = lease_one(broker)
+        broker.fail(leased.id, leased.lease_id, clock.now(), f"failure {n}")
+
+    stored = reload(broker, leased.id)
+    assert (stored.retried, stored.last_error) == (3, "failure 3")
+
+
+def test_fail_with_a_wrong_lease_raises_lease_lost_and_changes_nothing(broker, clock):
+    enqueue(broker)
+    leased = lease_one(broker)
+    before = snapshot(broker, leased.id)
+
+    with pytest.raises(LeaseLost):
+        broker.fail(leased.id, "stale", clock.now(), "boom")
+
+    assert snapshot(broker, leased.id) == before
+
+
+def test_fail_of_a_task_canceled_while_running_archives_it(broker, clock):
+    enqueue(broker)
+    leased = lease_one(broker)
+    broker.cancel_task(leased.id)
+
+    broker.fail(leased.id, leased.lease_id, clock.now() + timedelta(seconds=5), "boom")
+
+    stored = reload(broker, leased.id)
+    assert stored.state == State.ARCHIVED
+    assert stored.last_error.startswith("canceled while running")
+
+
+# -- settle_failure ------------------------------------------------------------------
+
+
+def test_settle_failure_retries_after_exponential_full_jitter_backoff(broker, clock):
+    enqueue(broker)
+    for retried in range(4):
+        leased = lease_one(broker)
+        now = clock.now()
+        broker.settle_failure(leased.id, leased.lease_id, "boom")
+        stored = reload(broker, leased.id)
+        assert stored.state == State.RETRY and stored.retried == retried + 1
+        assert now <= stored.due_at < now + timedelta(seconds=2 * 2**retried)
+        clock.set(stored.due_at)
+
+
+def test_settle_failure_uses_a_fixed_per_task_policy(broker, clock):
+    enqueue(broker, retry_policy=RetrySpec(kind="fixed", base=7))
+    leased = lease_one(broker)
+
+    broker.settle_failure(leased.id, leased.lease_id, "boom")
+
+    assert reload(broker, leased.id).due_at == clock.now() + timedelta(seconds=7)
+
+
+def test_settle_failure_caps_a_linear_per_task_policy(broker, clock):
+    enqueue(broker, retry_policy=RetrySpec(kind="linear", base=100, cap=3))
+    leased = lease_one(broker)
+
+    broker.settle_failure(leased.id, leased.lease_id, "boom")
+
+    assert clock.now() <= reload(broker, leased.id).due_at < clock.now() + timedelta(seconds=3)
+
+
+def test_settle_failure_with_an_explicit_delay_retries_after_it(broker, clock):
+    enqueue(broker)
+    leased = lease_one(broker)
+
+    broker.settle_failure(leased.id, leased.lease_id, "slow down", delay=42)
+
+    stored = reload(broker, leased.id)
+    assert (stored.state, stored.due_at) == (State.RETRY, clock.now() + timedelta(seconds=42))
+
+
+def test_settle_failure_archives_when_retries_are_exhausted(broker, clock):
+    enqueue(broker, max_retry=1)
+    leased = lease_one(broker)
+    broker.settle_failure(leased.id, leased.lease_id, "first", delay=0)
+    leased = lease_one(broker)
+
+    broker.settle_failure(leased.id, leased.lease_id, "second")
+
+    stored = reload(broker, leased.id)
+    assert stored.state == State.ARCHIVED
+    assert stored.last_error == "retries exhausted: second"
+    assert stored.finished_at == clock.now()
+
+
+def test_settle_failure_with_max_retry_zero_archives_the_first_failure(broker):
+    enqueue(broker, max_retry=0)
+    leased = lease_one(broker)
+
+    broker.settle_failure(leased.id, leased.lease_id, "boom")
+
+    assert reload(broker, leased.id).state == State.ARCHIVED
+
+
+def test_settle_failure_with_skip_retry_archives_with_retries_left(broker):
+    enqueue(broker)
+    leased = lease_one(broker)
+
+    broker.settle_failure(leased.id, leased.lease_id, "bad input", skip_retry=True)
+
+    stored = reload(broker, leased.id)
+    assert (stored.state, stored.last_error, stored.retried) == (State.ARCHIVED, "bad input", 0)
+
+
+def test_settle_failure_with_a_wrong_lease_raises_lease_lost_and_changes_nothing(broker):
+    enqueue(broker)
+    leased = lease_one(broker)
+    before = snapshot(broker, leased.id)
+
+    with pytest.raises(LeaseLost):
+        broker.settle_failure(leased.id, "stale", "boom")
+
+    assert snapshot(broker, leased.id) == before
+
+
+# -- release -------------------------------------------------------------------------
+
+
+def test_release_returns_the_task_to_pending_due_now_without_spending_a_retry(broker, clock):
+    enqueue(broker, process_at=clock.now() - timedelta(seconds=100))
+    leased = lease_one(broker)
+    clock.advance(9)
+
+    broker.release(leased.id, leased.lease_id)
+
+    stored = reload(broker, leased.id)
+    assert (stored.state, stored.due_at, stored.retried) == (State.PENDING, clock.now(), 0)
+
+
+def test_release_with_a_wrong_lease_raises_lease_lost_and_changes_nothing(broker):
+    enqueue(broker)
+    leased = lease_one(broker)
+    before = snapshot(broker, leased.id)
+
+    with pytest.raises(LeaseLost):
+        broker.release(leased.id, "stale")
+
+    assert snapshot(broker, leased.id) == before
+
+
+def test_release_many_releases_live_leases_and_reports_lost_ones(broker):
+    for _ in range(2):
+        enqueue(broker)
+    a, b = broker.lease("default", 2).tasks
+    broker.ack(b.id, b.lease_id)
+
+    lost = broker.release_many([(a.id, a.lease_id), (b.id, b.lease_id)])
+
+    assert lost == [b.id]
+    assert reload(broker, a.id).state == State.PENDING
+    assert reload(broker, b.id).state == State.COMPLETED
+
+
+# -- archive, extend, progress ---------------------------------------------------------
+
+
+def test_archive_leased_dead_letters_the_task(broker, clock):
+    enqueue(broker)
+    leased = lease_one(broker)
+
+    broker.archive_leased(leased.id, leased.lease_id, "poison")
+
+    stored = reload(broker, leased.id)
+    assert (stored.state, stored.last_error, stored.finished_at) == (State.ARCHIVED, "poison", clock.now())
+
+
+def test_archive_leased_with_a_wrong_lease_raises_lease_lost_and_changes_nothing(broker):
+    enqueue(broker)
+    leased = lease_one(broker)
+    before = snapshot(broker, leased.id)
+
+    with pytest.raises(LeaseLost):
+        broker.archive_leased(leased.id, "stale", "poison")
+
+    assert snapshot(broker, leased.id) == before
+
+
+def test_extend_moves_the_lease_expiry_to_now_plus_ttl(broker, clock):
+    enqueue(broker)
+    leased = lease_one(broker)
+    clock.advance(45)
+
+    expires = broker.extend(leased.id, leased.lease_id)
+
+    assert expires == clock.now() + timedelta(seconds=60)
+    assert reload(broker, leased.id).lease_expires_at == expires
+
+
+def test_extend_with_a_wrong_lease_raises_lease_lost_and_changes_nothing(broker, clock):
+    enqueue(broker)
+    leased = lease_one(broker)
+    before = snapshot(broker, leased.id)
+    clock.advance(10)
+
+    with pytest.raises(LeaseLost):
+        broker.extend(leased.id, "stale")
+
+    assert snapshot(broker, leased.id) == before
+
+
+def test_extend_many_reports_lost_leases(broker, clock):
+    for _ in range(2):
+        enqueue(broker)
+    a, b = broker.lease("default", 2).tasks
+    broker.ack(b.id, b.lease_id)
+    clock.advance(30)
+
+    expires, lost = broker.extend_many([(a.id, a.lease_id), (b.id, b.lease_id)])
+
+    assert lost == [b.id]
+    assert reload(broker, a.id).lease_expires_at == expires == clock.now() + timedelta(seconds=60)
+
+
+def test_extend_many_matches_each_task_to_its_own_lease(broker):
+    for _ in range(2):
+        enqueue(broker)
+    a, b = broker.lease("default", 2).tasks
+    before = [snapshot(broker, a.id), snapshot(broker, b.id)]
+
+    _, lost = broker.extend_many([(a.id, b.lease_id), (b.id, a.lease_id)])
+
+    assert sorted(lost) == sorted([a.id, b.id])
+    assert [snapshot(broker, a.id), snapshot(broker, b.id)] == before
+
+
+@pytest.mark.parametrize(("given", "stored"), [(-5, 0), (42, 42), (250, 100), (33.7, 33)])
+def test_set_progress_clamps_to_0_100_and_keeps_the_message(broker, given, stored):
+    enqueue(broker)
+    leased = lease_one(broker)
+
+    broker.set_progress(leased.id, leased.lease_id, given, "working")
+
+    row = reload(broker, leased.id)
+    assert (row.progress, row.progress_message) == (stored, "working")
+
+
+def test_set_progress_with_a_wrong_lease_raises_lease_lost_and_changes_nothing(broker):
+    enqueue(broker)
+    leased = lease_one(broker)
+    before = snapshot(broker, leased.id)
+
+    with pytest.raises(LeaseLost):
+        broker.set_progress(leased.id, "stale", 50)
+
+    assert snapshot(broker, leased.id) == before
+
+
+def test_set_progress_rejects_a_non_number_and_changes_nothing(broker):
+    enqueue(broker)
+    leased = lease_one(broker)
+    before = snapshot(broker, leased.id)
+
+    with pytest.raises(InvalidArgument) as err:
+        broker.set_progress(leased.id, leased.lease_id, float("nan"))
+
+    assert err.value.field == "percent"
+    assert snapshot(broker, leased.id) == before
