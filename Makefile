@@ -18,6 +18,8 @@ $(VENV)/.installed: requirements.txt
 	fi
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
+	@# Make the project importable from the venv (examples, SDK users) without a build step.
+	$(PY) -c "import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()['purelib'], 'conveyor-project.pth').write_text('$(CURDIR)\n')"
 	@touch $@
 
 migrate: venv

@@ -1,3 +1,9 @@
 from __future__ import annotations
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from conveyor.dispatch.consumer import WorkerConsumer
+
+websocket_urlpatterns = [
+    path("ws/worker", WorkerConsumer.as_asgi()),
+]

@@ -1,0 +1,107 @@
+"""Render broker objects as JSON for the API."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import datetime
+from typing import Any
+
+from conveyor.models import CronEntry, Task, WebhookRegistration
+
+
+def ts(value: datetime | None) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value is not None else None
+
+
+def decoded(body: bytes | memoryview | None, content_type: str) -> Any:
+    """The JSON value of a JSON body, or None when it is not JSON."""
+    if body is None or "json" not in (content_type or ""):
+        return None
+    try:
+        return json.loads(bytes(body))
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def task(t: Task) -> dict[str, Any]:
+    payload = bytes(t.payload or b"")
+    result = bytes(t.result) if t.result is not None else None
+    return {
+        "id": t.id,
+        "queue": t.queue,
+        "type": t.type,
+        "state": str(t.state),
+        "priority": t.priority,
+        "content_type": t.content_type,
+        "payload": base64.b64encode(payload).decode(),
+        "json": decoded(payload, t.content_type),
+        "payload_size": len(payload),
+        "metadata": t.metadata or {},
+        "result": decoded(result, "application/json") if result is not None else None,
+        "max_retry": t.max_retry,
+        "retried": t.retried,
+        "attempt": t.retried + 1,
+        "last_error": t.last_error,
+        "enqueued_at": ts(t.enqueued_at),
+        "due_at": ts(t.due_at),
+        "started_at": ts(t.started_at),
+        "finished_at": ts(t.finished_at),
+        "updated_at": ts(t.updated_at),
+        "expires_at": ts(t.expires_at),
+        "deadline": ts(t.deadline),
+        "timeout": t.timeout,
+        "retention": t.retention,
+        "unique_key": t.unique_key,
+        "group": t.group,
+        "concurrency_key": t.concurrency_key,
+        "lease_holder": t.lease_holder or None,
+        "lease_expires_at": ts(t.lease_expires_at),
+        "progress": t.progress,
+        "progress_message": t.progress_message,
+        "cancel_requested": t.cancel_requested,
+    }
+
+
+def cron_entry(e: CronEntry) -> dict[str, Any]:
+    payload = bytes(e.payload or b"")
+    return {
+        "id": e.id,
+        "spec": e.spec,
+        "timezone": e.timezone,
+        "task_type": e.task_type,
+        "queue": e.queue,
+        "content_type": e.content_type,
+        "payload": base64.b64encode(payload).decode(),
+        "json": decoded(payload, e.content_type),
+        "options": e.options,
+        "paused": e.paused,
+        "next_run_at": ts(e.next_run_at),
+        "last_run_at": ts(e.last_run_at),
+    }
+
+
+def webhook(r: WebhookRegistration, status: Any = None) -> dict[str, Any]:
+    """A registration; secrets are write-only: only their count is shown."""
+    out = {
+        "name": r.name,
+        "url": r.url,
+        "queues": r.queues,
+        "concurrency": r.concurrency,
+        "secret_count": len(r.secrets or []),
+        "batch_types": r.batch_types,
+        "request_timeout": r.request_timeout,
+        "paused": r.paused,
+        "created_at": ts(r.created_at),
+        "updated_at": ts(r.updated_at),
+    }
+    if status is not None:
+        out["status"] = {
+            "node": status.node_id,
+            "breaker": status.breaker,
+            "last_error": status.last_error,
+            "inflight": status.inflight,
+            "recent": status.recent,
+            "updated_at": ts(status.updated_at),
+        }
+    return out

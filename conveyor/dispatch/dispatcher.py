@@ -1,0 +1,186 @@
+"""The per-node queue dispatcher: lease due tasks and push them to gateways.
+
+One dispatcher per queue per node. It reacts to wakes (a task became due)
+and to freed credit, leases ``min(free credit, batch max)`` tasks in one
+transaction and spreads them over its gateways by smooth weighted
+round-robin. It keeps no durable state: everything it knows is rebuilt from
+the gateways that register with it and from the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from conveyor.conf import conveyor_settings
+
+if TYPE_CHECKING:
+    from conveyor.dispatch.gateway import Gateway
+    from conveyor.dispatch.node import Node
+    from conveyor.models import Task
+
+logger = logging.getLogger("conveyor.dispatch")
+
+ERROR_BACKOFF = 1.0
+
+
+@dataclass
+class Slot:
+    gateway: Gateway
+    weight: int
+    credit: int
+    current: int = 0  # smooth weighted round-robin state
+
+
+class QueueDispatcher:
+    def __init__(self, node: Node, queue: str) -> None:
+        self.node = node
+        self.queue = queue
+        self.slots: dict[str, Slot] = {}
+        self._leasing = False
+        self._wanted = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+        self._self_check: asyncio.TimerHandle | None = None
+        self.leases = 0  # lease queries made (for tests and metrics)
+
+    # -- gateways and credit -----------------------------------------------------
+
+    def add_gateway(self, gateway: Gateway, credit: int, weight: int) -> None:
+        self.slots[gateway.key] = Slot(gateway, max(1, weight), max(0, credit))
+        self.kick()
+
+    def remove_gateway(self, gateway: Gateway) -> None:
+        self.slots.pop(gateway.key, None)
+
+    def refund(self, gateway: Gateway, n: int = 1) -> None:
+        slot = self.slots.get(gateway.key)
+        if slot is not None:
+            slot.credit += n
+            self.kick()
+
+    def free_credit(self) -> int:
+        return sum(s.credit for s in self.slots.values() if s.credit > 0)
+
+    # -- wakes -----------------------------------------------------------------------
+
+    def on_wake(self, at: float | None = None) -> None:
+        """Something became due (now, or at the epoch second *at*)."""
+        if at is not None:
+            delay = at - datetime.now(UTC).timestamp()
+            if delay > 0:
+                self._arm_timer(delay)
+                return
+        self.kick()
+
+    def _arm_timer(self, delay: float) -> None:
+        loop = asyncio.get_running_loop()
+        when = loop.time() + delay
+        if self._timer is not None and not self._timer.cancelled() and self._timer_at <= when:
+            return  # an earlier timer will look anyway
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = when
+        self._timer = loop.call_at(when, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.kick()
+
+    def kick(self) -> None:
+        """Lease now if there is credit; if a lease is running, lease again after it."""
+        if self._leasing:
+            self._wanted = True
+            return
+        if self.free_credit() <= 0 or self.node.stopping:
+            return
+        self._leasing = True
+        self.node.spawn(self._lease_loop())
+
+    async def _lease_loop(self) -> None:
+        try:
+            while True:
+                self._wanted = False
+                n = min(self.free_credit(), conveyor_settings.LEASE_BATCH_MAX)
+                if n <= 0 or self.node.stopping:
+                    break
+                batch = await self.node.db.run(self.node.broker.lease, self.queue, n, self.node.id)
+                self.leases += 1
+                if batch.tasks:
+                    self._distribute(batch.tasks)
+                self._follow_hints(batch)
+                if len(batch.tasks) < n and not self._wanted:
+                    break
+        except Exception:
+            logger.exception("lease on queue %s failed; retrying in %.0fs", self.queue, ERROR_BACKOFF)
+            self._arm_timer(ERROR_BACKOFF)
+        finally:
+            self._leasing = False
+        self._schedule_self_check()
+
+    def _follow_hints(self, batch: Any) -> None:
+        if batch.throttled == "rate" and batch.retry_after is not None:
+            self._arm_timer(max(batch.retry_after, 0.001))
+        elif batch.next_due_at is not None:
+            self._arm_timer(max((batch.next_due_at - datetime.now(UTC)).total_seconds(), 0.0))
+
+    def _schedule_self_check(self) -> None:
+        # Backstop for a lost wake: with idle credit, look again in a few
+        # seconds. Not the dispatch path: wakes are.
+        if self._self_check is not None:
+            self._self_check.cancel()
+        if self.free_credit() > 0 and not self.node.stopping:
+            period = conveyor_settings.DISPATCH_SELF_CHECK * (0.8 + 0.4 * random.random())
+            self._self_check = asyncio.get_running_loop().call_later(period, self.kick)
+
+    # -- distribution ----------------------------------------------------------------
+
+    def _distribute(self, tasks: list[Task]) -> None:
+        """Hand tasks to gateways by smooth weighted round-robin over those with credit."""
+        plan: dict[str, list[Task]] = {}
+        orphans: list[Task] = []
+        for task in tasks:
+            slot = self._pick()
+            if slot is None:
+                orphans.append(task)
+                continue
+            slot.credit -= 1
+            plan.setdefault(slot.gateway.key, []).append(task)
+        for key, batch in plan.items():
+            self.slots[key].gateway.deliver(self.queue, batch)
+        if orphans:
+            # Credit vanished while we leased (a worker left): give them back.
+            refs = [(t.id, t.lease_id or "") for t in orphans]
+            self.node.spawn(self.node.db.run(self.node.broker.release_many, refs))
+
+    def _pick(self) -> Slot | None:
+        best: Slot | None = None
+        total = 0
+        for slot in self.slots.values():
+            if slot.credit <= 0:
+                continue
+            slot.current += slot.weight
+            total += slot.weight
+            if best is None or slot.current > best.current:
+                best = slot
+        if best is not None:
+            best.current -= total
+        return best
+
+    # -- groups --------------------------------------------------------------------
+
+    def batch_gateway(self, task_type: str) -> Slot | None:
+        """A gateway with credit that takes *task_type* as one batch."""
+        for slot in self.slots.values():
+            if slot.credit > 0 and task_type in slot.gateway.batch_types:
+                return slot
+        return None
+
+    def close(self) -> None:
+        for handle in (self._timer, self._self_check):
+            if handle is not None:
+                handle.cancel()

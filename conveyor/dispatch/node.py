@@ -1,0 +1,247 @@
+"""A node: one process serving HTTP/WebSocket plus its background services.
+
+The node owns the per-queue dispatchers, knows its gateways, listens on the
+channel layer for wakes and control messages, and batches acks, wakes and
+events. Consumers find it through ``current_node()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+
+from conveyor import __version__, cluster
+from conveyor.broker import Broker, set_broker
+from conveyor.broker.hooks import BrokerHooks
+from conveyor.conf import conveyor_settings
+from conveyor.dispatch.batching import AckBatcher, EventBus, Resolver, Waker
+from conveyor.dispatch.dispatcher import QueueDispatcher
+from conveyor.dispatch.executor import DatabaseExecutor
+from conveyor.dispatch.groups import CONTROL_GROUP, queue_group
+from conveyor.ids import random_token
+
+if TYPE_CHECKING:
+    from conveyor.dispatch.gateway import Gateway
+    from conveyor.events import Event
+
+logger = logging.getLogger("conveyor.node")
+
+_current: Node | None = None
+LISTEN_BACKOFF_MAX = 5.0
+REJOIN_EVERY = 600.0
+
+
+def current_node() -> Node | None:
+    return _current
+
+
+class NodeHooks(BrokerHooks):
+    """Broker hooks of a node: called from database threads, run on the loop."""
+
+    wants_events = True
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    def wake(self, queues: Any, at: datetime | None = None) -> None:
+        self.node.call_soon(self.node.waker.wake, list(queues), at)
+
+    def publish(self, events: Sequence[Event]) -> None:
+        self.node.call_soon(self.node.events.add, list(events))
+
+    def resolve(self, broker: Any, task_ids: Sequence[str]) -> None:
+        self.node.call_soon(self.node.resolver.submit, list(task_ids))
+
+    def cancel_running(self, refs: Sequence[tuple[str, str]]) -> None:
+        self.node.call_soon(self.node.cancel_running, [tuple(r) for r in refs], True)
+
+
+class Node:
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, dev: bool = False) -> None:
+        self.id = f"{socket.gethostname()}-{os.getpid()}-{random_token(4).lower()}"
+        self.host, self.port, self.dev = host, port, dev
+        self.broker = Broker(hooks=NodeHooks(self))
+        self.db = DatabaseExecutor(conveyor_settings.DB_THREADS)
+        self.layer: Any = get_channel_layer()
+        self.shared_layer = not isinstance(self.layer, InMemoryChannelLayer)
+        self.dispatchers: dict[str, QueueDispatcher] = {}
+        self.gateways: dict[str, Gateway] = {}
+        self.leases: dict[str, Gateway] = {}  # task id -> gateway holding it
+        self.acks = AckBatcher(self)
+        self.waker = Waker(self)
+        self.events = EventBus(self)
+        self.resolver = Resolver(self)
+        self.services: list[Any] = []  # objects with async start() / stop()
+        self.leader_of: set[str] = set()
+        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
+        self.channel: str | None = None
+        self.stopping = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._groups: set[str] = {CONTROL_GROUP}
+        self._loop_thread: int | None = None
+
+    # -- loop plumbing ---------------------------------------------------------------
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """Run *coro* in the background; keep a reference so it is not collected."""
+        task = self.loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("background task failed", exc_info=task.exception())
+
+    def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run *fn* on the node's loop, from any thread."""
+        if self.loop is None or self.loop.is_closed():
+            return
+        if threading.get_ident() == self._loop_thread:
+            fn(*args)
+        else:
+            self.loop.call_soon_threadsafe(fn, *args)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        global _current
+        self.loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        _current = self
+        set_broker(self.broker)
+        await self.db.run(
+            cluster.register_node, self.id, self.host, self.port, os.getpid(), __version__, datetime.now(UTC)
+        )
+        self.spawn(self._listen())
+        self.spawn(self._beat())
+        for service in self.services:
+            await service.start()
+        logger.info("node %s started (%s layer)", self.id, "shared" if self.shared_layer else "in-memory")
+
+    async def drain(self, timeout: float) -> None:
+        """Stop taking work; give every in-flight task back; flush acks."""
+        self.stopping = True
+        for service in self.services:
+            try:
+                await service.stop()
+            except Exception:
+                logger.exception("stopping %s failed", service)
+        gateways = list(self.gateways.values())
+        await asyncio.gather(*(gw.shutdown() for gw in gateways), return_exceptions=True)
+        await self.acks.drain(timeout)
+
+    async def stop(self) -> None:
+        global _current
+        self.stopping = True
+        for dispatcher in self.dispatchers.values():
+            dispatcher.close()
+        try:
+            await asyncio.wait_for(self.db.run(cluster.remove_node, self.id), 5)
+        except Exception:
+            logger.warning("could not remove node row", exc_info=True)
+        for task in list(self._tasks):
+            task.cancel()
+        if _current is self:
+            _current = None
+        set_broker(None)
+
+    # -- dispatchers -----------------------------------------------------------------------
+
+    def dispatcher(self, queue: str) -> QueueDispatcher:
+        dispatcher = self.dispatchers.get(queue)
+        if dispatcher is None:
+            dispatcher = self.dispatchers[queue] = QueueDispatcher(self, queue)
+            group = queue_group(queue)
+            self._groups.add(group)
+            if self.channel is not None and self.shared_layer:
+                self.spawn(self._join(group))
+        return dispatcher
+
+    def register_gateway(self, gateway: Gateway) -> None:
+        self.gateways[gateway.key] = gateway
+        gateway.attach()
+
+    def unregister_gateway(self, gateway: Gateway) -> None:
+        gateway.detach()
+        self.gateways.pop(gateway.key, None)
+
+    def cancel_running(self, refs: list[tuple[str, str]], broadcast: bool = False) -> None:
+        """Ask the gateways holding these leases to cancel; tell other nodes too."""
+        for task_id, lease_id in refs:
+            gateway = self.leases.get(task_id)
+            if gateway is not None:
+                gateway.cancel(task_id, lease_id)
+        if broadcast and self.shared_layer:
+            message = {"type": "conveyor.cancel", "refs": [list(r) for r in refs], "origin": self.id}
+            self.spawn(self._safe(self.layer.group_send(CONTROL_GROUP, message)))
+
+    async def _safe(self, aw: Awaitable[Any]) -> None:
+        try:
+            await aw
+        except Exception:
+            logger.warning("channel layer send failed", exc_info=True)
+
+    # -- channel layer ---------------------------------------------------------------------
+
+    async def _join(self, group: str) -> None:
+        if self.channel is not None:
+            await self._safe(self.layer.group_add(group, self.channel))
+
+    async def _listen(self) -> None:
+        """Receive wakes and control messages; survive a restarted Redis."""
+        backoff = 0.1
+        while not self.stopping:
+            try:
+                if self.channel is None:
+                    self.channel = await self.layer.new_channel("conveyor.node.")
+                for group in list(self._groups):
+                    await self.layer.group_add(group, self.channel)
+                joined = self.loop.time()
+                while not self.stopping:
+                    message = await self.layer.receive(self.channel)
+                    backoff = 0.1
+                    self._on_message(message)
+                    if self.loop.time() - joined > REJOIN_EVERY:
+                        break  # refresh group membership (it expires in Redis)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.warning("channel layer receive failed (%s); retrying in %.1fs", exc, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(LISTEN_BACKOFF_MAX, backoff * 2)
+
+    def _on_message(self, message: dict[str, Any]) -> None:
+        kind = message.get("type")
+        if kind == "conveyor.wake":
+            dispatcher = self.dispatchers.get(message.get("queue", ""))
+            if dispatcher is not None:
+                dispatcher.on_wake(message.get("at"))
+        elif kind == "conveyor.cancel":
+            if message.get("origin") != self.id:
+                self.cancel_running([tuple(r) for r in message.get("refs", [])])
+        elif kind == "conveyor.control":
+            for service in self.services:
+                handler = getattr(service, "on_control", None)
+                if handler is not None:
+                    handler(message)
+
+    # -- heartbeat -------------------------------------------------------------------------
+
+    async def _beat(self) -> None:
+        while not self.stopping:
+            await asyncio.sleep(conveyor_settings.NODE_HEARTBEAT_INTERVAL)
+            inflight = {key: len(gw.inflight) for key, gw in self.gateways.items()}
+            try:
+                await self.db.run(cluster.beat, self.id, datetime.now(UTC), sorted(self.leader_of), inflight, self.port)
+            except Exception:
+                logger.warning("node heartbeat failed", exc_info=True)

@@ -1,0 +1,99 @@
+"""Run a node: Daphne serving the ASGI app, plus the node's services on its loop.
+
+Daphne runs no ASGI lifespan, so the node starts its services itself once
+the reactor runs, and handles SIGTERM/SIGINT: stop listening, hand every
+in-flight task back, flush acks, exit 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Callable
+from typing import Any
+
+from conveyor.conf import conveyor_settings
+
+logger = logging.getLogger("conveyor.node")
+
+MAX_MESSAGE = 64 * 1024 * 1024
+
+
+def serve(host: str, port: int, *, dev: bool, ready: Callable[[str], None] | None = None) -> int:
+    """Serve until a signal; return the exit status."""
+    from daphne.server import Server  # installs the asyncio reactor: import first
+    from twisted.internet import reactor
+
+    from conveyor.dispatch.node import Node
+    from conveyor_site.asgi import application
+
+    class NodeServer(Server):
+        ports: list[Any] = []
+
+        def listen_success(self, port: Any) -> None:
+            self.ports.append(port)
+            super().listen_success(port)
+
+    node = Node(host=host, port=port, dev=dev)
+    install_services(node)
+    server = NodeServer(
+        application,
+        endpoints=[f"tcp:port={port}:interface={host}"],
+        signal_handlers=False,
+        websocket_max_message_size=MAX_MESSAGE,
+        websocket_max_frame_size=MAX_MESSAGE,
+        application_close_timeout=5,
+        verbosity=0,
+    )
+    state = {"status": 0, "stopping": False}
+
+    async def boot() -> None:
+        for _ in range(500):
+            if server.ports or getattr(server, "abort_start", False):
+                break
+            await asyncio.sleep(0.01)
+        if not server.ports:
+            logger.error("could not listen on %s:%s", host, port)
+            state["status"] = 1
+            reactor.stop()
+            return
+        node.port = server.ports[0].getHost().port
+        await node.start()
+        url = f"http://{host}:{node.port}"
+        if ready is not None:
+            ready(url)
+
+    async def shutdown(signame: str) -> None:
+        if state["stopping"]:
+            return
+        state["stopping"] = True
+        logger.info("%s: draining (up to %.0fs)", signame, conveyor_settings.SHUTDOWN_TIMEOUT)
+        for listening in server.ports:
+            listening.stopListening()
+        try:
+            await asyncio.wait_for(node.drain(conveyor_settings.SHUTDOWN_TIMEOUT), conveyor_settings.SHUTDOWN_TIMEOUT)
+        except Exception:
+            logger.warning("drain did not finish cleanly", exc_info=True)
+        await node.stop()
+        reactor.stop()
+
+    def on_running() -> None:
+        loop = asyncio.get_event_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, lambda s=sig: loop.create_task(shutdown(signal.Signals(s).name)))
+        loop.create_task(boot())
+
+    reactor.callWhenRunning(on_running)
+    server.run()
+    return int(state["status"])
+
+
+def install_services(node: Any) -> None:
+    """Attach the background services every node runs (sweepers, webhooks)."""
+    for factory in SERVICE_FACTORIES:
+        node.services.append(factory(node))
+
+
+# Filled by later modules: callables node -> service with async start()/stop().
+SERVICE_FACTORIES: list[Callable[[Any], Any]] = []

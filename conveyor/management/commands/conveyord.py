@@ -1,0 +1,76 @@
+"""``manage.py conveyord``: start one Conveyor node."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connection
+
+from conveyor.conf import conveyor_settings
+
+logger = logging.getLogger("conveyor.node")
+
+
+class Command(BaseCommand):
+    help = "Start a Conveyor node: HTTP API, worker WebSockets, dispatchers and sweepers."
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+        parser.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080; 0 = any free port)")
+        parser.add_argument(
+            "--dev",
+            action="store_true",
+            help="embedded development mode: SQLite and the in-memory layer unless DATABASE_URL/REDIS_URL say "
+            "otherwise, migrations applied, auth off, private webhook targets allowed",
+        )
+
+    def handle(self, *args: Any, host: str, port: int, dev: bool, **options: Any) -> None:
+        if dev:
+            apply_dev_defaults()
+            call_command("migrate", interactive=False, verbosity=0)
+        else:
+            check_production()
+        call_command("check")
+        from conveyor.dispatch.server import serve
+
+        def ready(url: str) -> None:
+            mode = "dev" if dev else "production"
+            self.stdout.write(f"Conveyor node listening on {url} ({mode}; {connection.vendor}) — dashboard {url}/ , admin {url}/admin/")
+            self.stdout.flush()
+
+        status = serve(host, port, dev=dev, ready=ready)
+        sys.exit(status)
+
+
+def apply_dev_defaults() -> None:
+    """Dev mode: auth off unless tokens are set explicitly; private webhook targets allowed."""
+    overrides: dict[str, Any] = {"ALLOW_UNAUTHENTICATED": True}
+    if "CONVEYOR_WEBHOOKS_ALLOW_PRIVATE_TARGETS" not in os.environ:
+        overrides["WEBHOOKS_ALLOW_PRIVATE_TARGETS"] = True
+    settings.CONVEYOR = {**settings.CONVEYOR, **overrides}
+    conveyor_settings.reload()
+    logging.getLogger("conveyor").setLevel(logging.DEBUG if os.environ.get("CONVEYOR_LOG_LEVEL") == "DEBUG" else logging.INFO)
+
+
+def check_production() -> None:
+    """Outside --dev a node needs Postgres, Redis and (normally) API tokens."""
+    problems = []
+    if connection.vendor != "postgresql":
+        problems.append("DATABASE_URL must point at PostgreSQL (postgres://...) outside --dev")
+    if "redis" not in settings.CHANNEL_LAYERS["default"]["BACKEND"].lower():
+        problems.append("REDIS_URL must be set outside --dev (nodes share wakes through Redis)")
+    if not conveyor_settings.API_TOKENS and not conveyor_settings.ALLOW_UNAUTHENTICATED:
+        problems.append(
+            "CONVEYOR_API_TOKENS is empty: set tokens, or CONVEYOR_ALLOW_UNAUTHENTICATED=1 to run without auth"
+        )
+    if problems:
+        raise CommandError("refusing to start:\n  - " + "\n  - ".join(problems) + "\n(use --dev for a local node)")
+    if not conveyor_settings.API_TOKENS:
+        logger.warning("AUTHENTICATION IS OFF: anyone who can reach this node can enqueue, read and change tasks")

@@ -1,0 +1,28 @@
+"""Conveyor's Python SDK: producers (``Client``) and workers (``Worker``).
+
+Imports nothing from Django: install ``httpx`` and ``websockets`` and use it
+from any Python program.
+"""
+
+from conveyor.sdk.client import AsyncClient, BatchItem, Client, TaskInfo, task_request
+from conveyor.sdk.errors import APIError, ConveyorError, Duplicate, NotFound, SkipRetry, Unauthenticated, WorkerRefused
+from conveyor.sdk.task import Task
+from conveyor.sdk.worker import AsyncWorker, Worker
+
+__all__ = [
+    "APIError",
+    "AsyncClient",
+    "AsyncWorker",
+    "BatchItem",
+    "Client",
+    "ConveyorError",
+    "Duplicate",
+    "NotFound",
+    "SkipRetry",
+    "Task",
+    "TaskInfo",
+    "Unauthenticated",
+    "Worker",
+    "WorkerRefused",
+    "task_request",
+]

@@ -1,0 +1,248 @@
+"""Producer clients: enqueue tasks and read them back over HTTP."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import httpx
+
+from conveyor.sdk.errors import APIError, api_error
+
+Payload = Any  # a JSON value, or bytes with a content type
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """A task as the server stored it."""
+
+    id: str
+    queue: str
+    type: str
+    state: str
+    priority: int
+    attempt: int
+    retried: int
+    max_retry: int
+    last_error: str
+    content_type: str
+    payload: bytes
+    metadata: dict[str, str]
+    result: Any
+    progress: int
+    enqueued_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def json(self) -> Any:
+        """The payload decoded as JSON (None when it is not JSON)."""
+        return self.raw.get("json")
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TaskInfo:
+        return cls(
+            id=data["id"],
+            queue=data["queue"],
+            type=data["type"],
+            state=data["state"],
+            priority=data.get("priority", 4),
+            attempt=data.get("attempt", 1),
+            retried=data.get("retried", 0),
+            max_retry=data.get("max_retry", 0),
+            last_error=data.get("last_error") or "",
+            content_type=data.get("content_type") or "",
+            payload=base64.b64decode(data.get("payload") or ""),
+            metadata=data.get("metadata") or {},
+            result=data.get("result"),
+            progress=data.get("progress", 0),
+            enqueued_at=_time(data.get("enqueued_at")),
+            started_at=_time(data.get("started_at")),
+            finished_at=_time(data.get("finished_at")),
+            raw=data,
+        )
+
+
+@dataclass
+class BatchItem:
+    """One item of ``enqueue_batch``: the task, or the error that refused it."""
+
+    index: int
+    task: TaskInfo | None
+    error: APIError | None
+    created: bool = False
+
+
+def _time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+
+
+def _seconds(value: float | timedelta | str | None) -> float | str | None:
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return value
+
+
+def _stamp(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def task_request(
+    type: str,
+    payload: Payload = None,
+    *,
+    queue: str = "default",
+    id: str | None = None,
+    priority: int | None = None,
+    max_retry: int | None = None,
+    process_in: float | timedelta | None = None,
+    process_at: datetime | None = None,
+    expires_in: float | timedelta | None = None,
+    expires_at: datetime | None = None,
+    unique_key: str | None = None,
+    unique_ttl: float | timedelta | None = None,
+    unique: bool = False,
+    group: str | None = None,
+    concurrency_key: str | None = None,
+    depends_on: Iterable[str | Mapping[str, str]] | None = None,
+    timeout: float | timedelta | None = None,
+    deadline: datetime | None = None,
+    retention: float | timedelta | None = None,
+    retry_policy: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, str] | None = None,
+    content_type: str | None = None,
+) -> dict[str, Any]:
+    """The JSON body for one task. JSON values go as ``json``; bytes as base64."""
+    body: dict[str, Any] = {"type": type, "queue": queue}
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        body["payload"] = base64.b64encode(bytes(payload)).decode()
+        body["content_type"] = content_type or "application/octet-stream"
+    else:
+        body["json"] = payload
+        if content_type:
+            body["content_type"] = content_type
+    options = {
+        "id": id,
+        "priority": priority,
+        "max_retry": max_retry,
+        "process_in": _seconds(process_in),
+        "process_at": _stamp(process_at),
+        "expires_in": _seconds(expires_in),
+        "expires_at": _stamp(expires_at),
+        "unique_key": unique_key,
+        "unique_ttl": _seconds(unique_ttl),
+        "group": group,
+        "concurrency_key": concurrency_key,
+        "timeout": _seconds(timeout),
+        "deadline": _stamp(deadline),
+        "retention": _seconds(retention),
+        "retry_policy": dict(retry_policy) if retry_policy else None,
+        "metadata": dict(metadata) if metadata else None,
+    }
+    body.update({k: v for k, v in options.items() if v is not None})
+    if unique:
+        body["unique"] = True
+    if depends_on:
+        body["depends_on"] = [d if isinstance(d, str) else dict(d) for d in depends_on]
+    return body
+
+
+def _headers(token: str | None) -> dict[str, str]:
+    headers = {"User-Agent": "conveyor-python"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
+
+
+def _check(response: httpx.Response) -> Any:
+    try:
+        body = response.json()
+    except (ValueError, json.JSONDecodeError):
+        body = {"error": "unknown", "message": response.text[:500]}
+    if response.status_code >= 400:
+        raise api_error(response.status_code, body if isinstance(body, dict) else {"message": str(body)})
+    return body
+
+
+def _batch_items(body: dict[str, Any]) -> list[BatchItem]:
+    items = []
+    for item in body["results"]:
+        error = api_error(400, item["error"]) if item.get("error") else None
+        task = TaskInfo.from_json(item["task"]) if item.get("task") else None
+        items.append(BatchItem(item["index"], task, error, bool(item.get("created"))))
+    return items
+
+
+class Client:
+    """Synchronous producer client."""
+
+    def __init__(self, base_url: str, token: str | None = None, *, timeout: float = 30.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(base_url=self.base_url, headers=_headers(token), timeout=timeout)
+
+    def enqueue(self, type: str, payload: Payload = None, **options: Any) -> TaskInfo:
+        return TaskInfo.from_json(_check(self._http.post("/api/v1/tasks", json=task_request(type, payload, **options))))
+
+    def enqueue_batch(self, tasks: Iterable[dict[str, Any]]) -> list[BatchItem]:
+        """Each item is a ``task_request(...)`` dict; items succeed or fail alone."""
+        return _batch_items(_check(self._http.post("/api/v1/tasks/batch", json={"tasks": list(tasks)})))
+
+    def enqueue_tx(self, tasks: Iterable[dict[str, Any]]) -> list[TaskInfo]:
+        """All or nothing."""
+        body = _check(self._http.post("/api/v1/tasks/tx", json={"tasks": list(tasks)}))
+        return [TaskInfo.from_json(t) for t in body["tasks"]]
+
+    def get_task(self, task_id: str) -> TaskInfo:
+        return TaskInfo.from_json(_check(self._http.get(f"/api/v1/tasks/{task_id}")))
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        """Call any API path (``/api/v1/...``) and return its JSON."""
+        return _check(self._http.request(method, path, **kwargs))
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncClient:
+    """Asynchronous producer client."""
+
+    def __init__(self, base_url: str, token: str | None = None, *, timeout: float = 30.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.AsyncClient(base_url=self.base_url, headers=_headers(token), timeout=timeout)
+
+    async def enqueue(self, type: str, payload: Payload = None, **options: Any) -> TaskInfo:
+        response = await self._http.post("/api/v1/tasks", json=task_request(type, payload, **options))
+        return TaskInfo.from_json(_check(response))
+
+    async def enqueue_batch(self, tasks: Iterable[dict[str, Any]]) -> list[BatchItem]:
+        return _batch_items(_check(await self._http.post("/api/v1/tasks/batch", json={"tasks": list(tasks)})))
+
+    async def enqueue_tx(self, tasks: Iterable[dict[str, Any]]) -> list[TaskInfo]:
+        body = _check(await self._http.post("/api/v1/tasks/tx", json={"tasks": list(tasks)}))
+        return [TaskInfo.from_json(t) for t in body["tasks"]]
+
+    async def get_task(self, task_id: str) -> TaskInfo:
+        return TaskInfo.from_json(_check(await self._http.get(f"/api/v1/tasks/{task_id}")))
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        return _check(await self._http.request(method, path, **kwargs))
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

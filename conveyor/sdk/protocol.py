@@ -1,0 +1,81 @@
+"""The worker WebSocket protocol, version 1: frame names, close codes, encoding.
+
+Shared by the server and the SDK; imports nothing from Django. The normative
+description is ``docs/protocol.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+PROTOCOL_VERSION = 1
+WORKER_PATH = "/ws/worker"
+
+# Worker -> server frames.
+HELLO = "hello"
+RESULT = "result"
+BATCH_RESULT = "batch_result"
+HEARTBEAT = "heartbeat"
+PROGRESS = "progress"
+CREDIT = "credit"
+WORKER_FRAMES = (HELLO, RESULT, BATCH_RESULT, HEARTBEAT, PROGRESS, CREDIT)
+
+# Server -> worker frames.
+WELCOME = "welcome"
+DISPATCH = "dispatch"
+BATCH_DISPATCH = "batch_dispatch"
+CANCEL = "cancel"
+PING = "ping"
+ERROR = "error"
+
+# Result outcomes.
+SUCCESS = "success"
+RETRY = "retry"
+SKIP_RETRY = "skip_retry"
+RELEASED = "released"
+OUTCOMES = (SUCCESS, RETRY, SKIP_RETRY, RELEASED)
+
+# WebSocket close codes the server uses.
+CLOSE_NORMAL = 1000
+CLOSE_GOING_AWAY = 1001  # the worker (or a proxy) is leaving
+CLOSE_SERVICE_RESTART = 1012  # the node is shutting down: reconnect elsewhere
+CLOSE_PROTOCOL_ERROR = 4400  # a malformed or out-of-order frame
+CLOSE_UNAUTHENTICATED = 4401  # missing or wrong bearer token
+CLOSE_VERSION = 4406  # incompatible SDK / server versions
+CLOSE_HELLO_TIMEOUT = 4408  # no hello within the handshake timeout
+
+# Codes a worker treats as "do not reconnect": the server refused us.
+FATAL_CLOSE_CODES = (CLOSE_UNAUTHENTICATED, CLOSE_VERSION, CLOSE_PROTOCOL_ERROR)
+
+
+def encode_frames(frames: list[dict[str, Any]]) -> str:
+    """One WebSocket text message: a single frame object, or an array of several."""
+    payload: Any = frames[0] if len(frames) == 1 else frames
+    return json.dumps(payload, separators=(",", ":"))
+
+
+def decode_frames(text: str) -> list[dict[str, Any]]:
+    """Parse a message into frames; raise ``ValueError`` when it is malformed."""
+    try:
+        data = json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"message is not valid JSON: {exc}") from None
+    frames = data if isinstance(data, list) else [data]
+    if not frames:
+        raise ValueError("message is an empty array")
+    for frame in frames:
+        if not isinstance(frame, dict):
+            raise ValueError("each frame must be a JSON object")
+        if not isinstance(frame.get("type"), str):
+            raise ValueError("each frame needs a string 'type'")
+    return frames
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    """``"1.2.3"`` -> (1, 2, 3); junk parts count as 0."""
+    parts = []
+    for piece in (text or "0").split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)

@@ -1,0 +1,437 @@
+"""Workers: hold one WebSocket to a node and run the tasks it pushes.
+
+``AsyncWorker`` runs on an asyncio loop; ``Worker`` wraps it for plain
+synchronous programs. Sync handlers run in a thread pool sized to the
+concurrency; async handlers run on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import logging
+import random
+import signal
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from conveyor import __version__
+from conveyor.sdk import protocol as p
+from conveyor.sdk.errors import SkipRetry, WorkerRefused
+from conveyor.sdk.task import Running, Task
+
+logger = logging.getLogger("conveyor.worker")
+
+Handler = Callable[[Task], Any]
+BatchHandler = Callable[[list[Task]], Any]
+
+RECONNECT_BASE = 0.2
+RECONNECT_CAP = 15.0
+
+
+def ws_url(base_url: str) -> str:
+    base = base_url.rstrip("/")
+    if base.startswith("https://"):
+        return "wss://" + base[len("https://") :] + p.WORKER_PATH
+    if base.startswith("http://"):
+        return "ws://" + base[len("http://") :] + p.WORKER_PATH
+    return base + p.WORKER_PATH
+
+
+def describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def result_value(value: Any) -> Any:
+    """Results are stored as JSON; anything else is stored as its text."""
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return str(value)
+
+
+class AsyncWorker:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        queues: dict[str, int] | None = None,
+        concurrency: int = 10,
+        token: str | None = None,
+        labels: dict[str, str] | None = None,
+        drain_timeout: float = 30.0,
+    ) -> None:
+        self.base_url = base_url
+        self.queues = dict(queues or {"default": 1})
+        self.concurrency = concurrency
+        self.token = token
+        self.labels = dict(labels or {})
+        self.drain_timeout = drain_timeout
+        self.handlers: dict[str, Handler] = {}
+        self.batch_handlers: dict[str, BatchHandler] = {}
+        self.session_id: str | None = None
+        self.connected = asyncio.Event()
+        self._running: dict[str, Running] = {}
+        self._outbox: list[dict[str, Any]] = []
+        self._ws: ClientConnection | None = None
+        self._stopping: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="conveyor-task")
+        self._flush_pending = False
+        self.completed = 0
+
+    # -- registration ------------------------------------------------------------------
+
+    def task(self, task_type: str) -> Callable[[Handler], Handler]:
+        """Register a handler for *task_type* (sync or async function of one Task)."""
+
+        def register(fn: Handler) -> Handler:
+            self.handlers[task_type] = fn
+            return fn
+
+        return register
+
+    def batch(self, task_type: str) -> Callable[[BatchHandler], BatchHandler]:
+        """Register a handler that receives a fired group of *task_type* as one list.
+
+        Return None (all succeed), raise (all retry; ``SkipRetry`` archives
+        all), or return ``{task_id: exception_or_result}`` to decide per task.
+        """
+
+        def register(fn: BatchHandler) -> BatchHandler:
+            self.batch_handlers[task_type] = fn
+            return fn
+
+        return register
+
+    # -- running -----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Serve until ``stop()``; reconnect with full-jitter backoff when the server goes away."""
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        attempt = 0
+        while not self._stopping.is_set():
+            try:
+                await self._connect_and_serve()
+                attempt = 0
+            except WorkerRefused:
+                raise
+            except (OSError, ConnectionClosed, InvalidStatus, asyncio.TimeoutError) as exc:
+                logger.warning("connection to %s lost: %s", self.base_url, describe(exc))
+            if self._stopping.is_set():
+                break
+            delay = random.uniform(0, min(RECONNECT_CAP, RECONNECT_BASE * 2**attempt))
+            attempt += 1
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), delay)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def stop(self) -> None:
+        """Drain gracefully: finish running tasks (up to the drain timeout), then close."""
+        if self._stopping is not None:
+            self._stopping.set()
+
+    def stop_threadsafe(self) -> None:
+        if self._loop is not None and self._stopping is not None:
+            self._loop.call_soon_threadsafe(self._stopping.set)
+
+    async def _connect_and_serve(self) -> None:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
+        async with connect(
+            ws_url(self.base_url), additional_headers=headers, compression=None, max_size=None, open_timeout=10
+        ) as ws:
+            self._ws = ws
+            try:
+                await self._handshake(ws)
+                await self._serve(ws)
+            finally:
+                self._ws = None
+                self.connected.clear()
+                self._abandon_running()
+
+    async def _handshake(self, ws: ClientConnection) -> None:
+        hello = {
+            "type": p.HELLO,
+            "protocol": p.PROTOCOL_VERSION,
+            "queues": self.queues,
+            "concurrency": self.concurrency,
+            "labels": self.labels,
+            "sdk_version": __version__,
+            "batch_types": sorted(self.batch_handlers),
+        }
+        await ws.send(p.encode_frames([hello]))
+        try:
+            first = await asyncio.wait_for(ws.recv(), 15)
+        except ConnectionClosed as exc:
+            raise self._refusal(exc) from None
+        frames = p.decode_frames(first)  # type: ignore[arg-type]
+        welcome = frames[0]
+        if welcome.get("type") != p.WELCOME:
+            raise WorkerRefused(p.CLOSE_PROTOCOL_ERROR, str(welcome.get("message") or welcome))
+        self.session_id = welcome["session_id"]
+        self.heartbeat_interval = float(welcome.get("heartbeat_interval") or 20)
+        self.connected.set()
+        logger.info("connected to %s as session %s", self.base_url, self.session_id)
+        for frame in frames[1:]:
+            self._on_frame(frame)
+
+    def _refusal(self, exc: ConnectionClosed) -> Exception:
+        code = exc.rcvd.code if exc.rcvd else 1006
+        if code in p.FATAL_CLOSE_CODES:
+            return WorkerRefused(code, exc.rcvd.reason if exc.rcvd else "")
+        return exc
+
+    async def _serve(self, ws: ClientConnection) -> None:
+        beats = asyncio.create_task(self._heartbeats())
+        stop_wait = asyncio.create_task(self._stopping.wait())  # type: ignore[union-attr]
+        try:
+            while True:
+                recv = asyncio.ensure_future(ws.recv())
+                done, _ = await asyncio.wait({recv, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                if recv not in done:
+                    recv.cancel()
+                    await self._drain(ws)
+                    return
+                try:
+                    message = recv.result()
+                except ConnectionClosed as exc:
+                    refusal = self._refusal(exc)
+                    if isinstance(refusal, WorkerRefused):
+                        raise refusal from None
+                    raise
+                for frame in p.decode_frames(message):  # type: ignore[arg-type]
+                    self._on_frame(frame)
+        finally:
+            beats.cancel()
+            stop_wait.cancel()
+
+    def _on_frame(self, frame: dict[str, Any]) -> None:
+        kind = frame.get("type")
+        if kind == p.DISPATCH:
+            self._start([Task(frame, frame["queue"], frame["lease_id"], self)], None)
+        elif kind == p.BATCH_DISPATCH:
+            tasks = [Task({**t, "task_type": t.get("task_type") or frame["task_type"]}, frame["queue"], frame["lease_id"], self) for t in frame["tasks"]]
+            self._start(tasks, frame["lease_id"])
+        elif kind == p.CANCEL:
+            self._cancel(frame.get("task_id", ""), frame.get("reason") or "canceled")
+        elif kind == p.ERROR:
+            logger.error("server error: %s: %s", frame.get("code"), frame.get("message"))
+
+    # -- executing -----------------------------------------------------------------------
+
+    def _start(self, tasks: list[Task], batch_lease: str | None) -> None:
+        running = Running(tasks, batch_lease)
+        for task in tasks:
+            self._running[task.id] = running
+        if self._stopping is not None and self._stopping.is_set():
+            self._finish(running, [(t.id, p.RELEASED, "", None) for t in tasks])
+            return
+        running.future = asyncio.ensure_future(self._execute(running))
+
+    async def _execute(self, running: Running) -> None:
+        tasks = running.tasks
+        try:
+            if running.batch_lease is None:
+                outcome = await self._call_one(tasks[0])
+                outcomes = [(tasks[0].id, *outcome)]
+            else:
+                outcomes = await self._call_batch(tasks)
+        except asyncio.CancelledError:
+            if running.dropped:
+                return
+            reason = tasks[0].cancel_reason or "canceled"
+            outcomes = [(t.id, p.RETRY, reason, None) for t in tasks]
+        self._finish(running, outcomes)
+
+    async def _call_one(self, task: Task) -> tuple[str, str, Any]:
+        handler = self.handlers.get(task.type)
+        if handler is None:
+            return p.RETRY, f"no handler registered for task type {task.type!r}", None
+        try:
+            result = await self._invoke(handler, task, task)
+        except SkipRetry as exc:
+            return p.SKIP_RETRY, describe(exc), None
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            return p.RETRY, describe(exc), None
+        if task.cancelled:
+            return p.RETRY, task.cancel_reason or "canceled", None
+        return p.SUCCESS, "", result_value(result)
+
+    async def _call_batch(self, tasks: list[Task]) -> list[tuple[str, str, str, Any]]:
+        handler = self.batch_handlers.get(tasks[0].type)
+        if handler is None:
+            return [(t.id, p.RETRY, f"no batch handler for {tasks[0].type!r}", None) for t in tasks]
+        try:
+            result = await self._invoke(handler, tasks, tasks[0])
+        except SkipRetry as exc:
+            return [(t.id, p.SKIP_RETRY, describe(exc), None) for t in tasks]
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            return [(t.id, p.RETRY, describe(exc), None) for t in tasks]
+        per_task = result if isinstance(result, dict) else {}
+        outcomes = []
+        for t in tasks:
+            value = per_task.get(t.id)
+            if isinstance(value, SkipRetry):
+                outcomes.append((t.id, p.SKIP_RETRY, describe(value), None))
+            elif isinstance(value, BaseException):
+                outcomes.append((t.id, p.RETRY, describe(value), None))
+            else:
+                outcomes.append((t.id, p.SUCCESS, "", result_value(value)))
+        return outcomes
+
+    async def _invoke(self, handler: Callable[[Any], Any], arg: Any, first: Task) -> Any:
+        timer = self._deadline_timer(first)
+        try:
+            if inspect.iscoroutinefunction(handler):
+                return await handler(arg)
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._pool, handler, arg)
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    def _deadline_timer(self, task: Task) -> asyncio.TimerHandle | None:
+        if task.deadline is None:
+            return None
+        delay = (task.deadline - datetime.now(UTC)).total_seconds()
+        return asyncio.get_running_loop().call_later(max(0.0, delay), self._cancel, task.id, "deadline exceeded")
+
+    def _cancel(self, task_id: str, reason: str) -> None:
+        running = self._running.get(task_id)
+        if running is None:
+            return
+        for task in running.tasks:
+            task._mark_cancelled(reason)
+        if running.future is not None and not running.future.done():
+            running.future.cancel()
+
+    def _finish(self, running: Running, outcomes: list[tuple[str, str, str, Any]]) -> None:
+        for task in running.tasks:
+            self._running.pop(task.id, None)
+        if running.dropped:
+            return
+        self.completed += len(outcomes)
+        if running.batch_lease is None:
+            task_id, outcome, error, result = outcomes[0]
+            frame: dict[str, Any] = {"type": p.RESULT, "task_id": task_id, "lease_id": running.tasks[0].lease_id, "outcome": outcome}
+            if error:
+                frame["error"] = error
+            if result is not None:
+                frame["result"] = result
+        else:
+            items = []
+            for task_id, outcome, error, result in outcomes:
+                item: dict[str, Any] = {"task_id": task_id, "outcome": outcome}
+                if error:
+                    item["error"] = error
+                if result is not None:
+                    item["result"] = result
+                items.append(item)
+            frame = {"type": p.BATCH_RESULT, "lease_id": running.batch_lease, "results": items}
+        self._send(frame)
+
+    # -- outgoing frames ---------------------------------------------------------------
+
+    def _send(self, frame: dict[str, Any]) -> None:
+        self._outbox.append(frame)
+        if not self._flush_pending:
+            self._flush_pending = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_pending = False
+        frames, self._outbox = self._outbox, []
+        ws = self._ws
+        if frames and ws is not None:
+            asyncio.ensure_future(self._write(ws, p.encode_frames(frames)))
+
+    async def _write(self, ws: ClientConnection, text: str) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            await ws.send(text)
+
+    def _report_progress(self, task_id: str, percent: float, message: str) -> None:
+        frame = {"type": p.PROGRESS, "task_id": task_id, "percent": percent, "message": message}
+        loop = self._loop
+        if loop is None:
+            return
+        try:
+            running_loop = asyncio.get_running_loop()
+        except RuntimeError:
+            running_loop = None
+        if running_loop is loop:
+            self._send(frame)
+        else:
+            loop.call_soon_threadsafe(self._send, frame)
+
+    async def _heartbeats(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_interval)
+            if self._running:
+                self._send({"type": p.HEARTBEAT, "task_ids": list(self._running)})
+
+    # -- endings -----------------------------------------------------------------------
+
+    async def _drain(self, ws: ClientConnection) -> None:
+        """Graceful stop: let running tasks finish, then close normally."""
+        futures = {r.future for r in self._running.values() if r.future is not None}
+        if futures:
+            logger.info("draining %d running tasks (up to %.0fs)", len(futures), self.drain_timeout)
+            await asyncio.wait(futures, timeout=self.drain_timeout)
+        for running in {id(r): r for r in self._running.values()}.values():
+            self._finish(running, [(t.id, p.RELEASED, "", None) for t in running.tasks])
+        self._flush()
+        await asyncio.sleep(0)  # let the last write start
+        await ws.close(p.CLOSE_NORMAL)
+
+    def _abandon_running(self) -> None:
+        """The connection is gone: the server re-queues these; stop them here."""
+        for running in list(self._running.values()):
+            running.dropped = True
+            for task in running.tasks:
+                task._mark_cancelled("connection lost")
+            if running.future is not None and not running.future.done():
+                running.future.cancel()
+        self._running.clear()
+        self._outbox.clear()
+
+
+class Worker:
+    """A synchronous facade: ``run()`` blocks until SIGINT/SIGTERM or ``stop()``."""
+
+    def __init__(self, base_url: str, **options: Any) -> None:
+        self._async = AsyncWorker(base_url, **options)
+        self.task = self._async.task
+        self.batch = self._async.batch
+
+    @property
+    def handlers(self) -> dict[str, Handler]:
+        return self._async.handlers
+
+    def run(self) -> None:
+        asyncio.run(self._main())
+
+    async def _main(self) -> None:
+        loop = asyncio.get_running_loop()
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, self._async.stop_threadsafe)
+        await self._async.run()
+
+    def stop(self) -> None:
+        """Ask a running worker (in another thread) to drain and return."""
+        self._async.stop_threadsafe()
