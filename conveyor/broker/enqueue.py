@@ -179,7 +179,7 @@ class EnqueueOps(BrokerBase):
 
     def _resolve_initial_states(self, items: list[_Item], results: list[ItemResult], now: datetime, mode: str) -> None:
         wanted = {dep for it in items for dep, _ in it.deps}
-        known = dict(self.tasks.filter(id__in=wanted).values_list("id", "state")) if wanted else {}
+        known = self._lock_dependencies(wanted)
         in_request = {it.id: it for it in items}
         order = self._dependency_order(items, in_request, known, mode)
         placed: dict[str, _Item] = {}
@@ -193,6 +193,22 @@ class EnqueueOps(BrokerBase):
                 self._fail_item(it, results, error, mode)
                 continue
             placed[it.id] = it
+
+    def _lock_dependencies(self, ids: set[str]) -> dict[str, str]:
+        """The states of the stored dependencies, read under a row lock.
+
+        Without the lock, a dependency could finish between our read (still
+        running: the edge stays unresolved) and our commit (which sets its
+        ``has_dependents``): its completion would not see the flag, nobody
+        would resolve the edge and the dependent would stay blocked. Locked,
+        the completion either commits first (we read it finished) or waits
+        for us and then sees the flag. Ordered by id so that concurrent
+        enqueues sharing dependencies cannot deadlock.
+        """
+        if not ids:
+            return {}
+        rows = self.tasks.select_for_update().filter(id__in=ids).order_by("id").values_list("id", "state")
+        return dict(rows)
 
     def _dependency_order(self, items: list[_Item], in_request: dict[str, _Item], known: dict[str, str], mode: str) -> list[_Item]:
         """Items in an order where in-request dependencies come first.
