@@ -70,11 +70,12 @@ class AdminOps(BrokerBase):
         with self.atomic():
             task = self._locked(task_id, "delete")
             finished = task.state in (State.COMPLETED, State.ARCHIVED, State.CANCELED)
+            # Announce before deleting: Model.delete() clears the instance's pk.
+            self.emit("deleted", [task], now)
             task.delete()
             # Waiting dependents treat a deleted dependency as canceled.
             if task.has_dependents and not finished:
                 self.resolve_after_commit([task_id])
-            self.emit("deleted", [task], now)
 
     def run_task(self, task_id: str) -> Task:
         """Make a scheduled, waiting, retrying or archived task due now."""
@@ -84,7 +85,10 @@ class AdminOps(BrokerBase):
             if task.state == State.ARCHIVED and task.unique_key:
                 self._check_key_free(task)
             task.state, task.due_at, task.updated_at, task.finished_at = State.PENDING, now, now, None
-            task.save(update_fields=["state", "due_at", "updated_at", "finished_at"])
+            # A revived dead letter starts a clean attempt: a cancel that
+            # ended its last run must not end the next one too.
+            task.cancel_requested = False
+            task.save(update_fields=["state", "due_at", "updated_at", "finished_at", "cancel_requested"])
             self.wake_after_commit([task.queue])
             self.emit("enqueued", [task], now)
         return task
