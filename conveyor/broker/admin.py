@@ -206,9 +206,12 @@ def decode_page_token(token: str) -> str:
         value = base64.urlsafe_b64decode(padded.encode()).decode()
     except (ValueError, UnicodeDecodeError):
         raise InvalidArgument("page_token", "is not a token this server issued") from None
-    if not value:
-        raise InvalidArgument("page_token", "is not a token this server issued")
-    return value
+    # Tokens encode a task id; anything else (empty, control characters such
+    # as NUL, which PostgreSQL text cannot hold) was not issued here.
+    try:
+        return check_task_id(value, "page_token")
+    except InvalidArgument:
+        raise InvalidArgument("page_token", "is not a token this server issued") from None
 
 
 def _reschedule_time(now: datetime, process_at: datetime | None, process_in: float | None) -> datetime:
