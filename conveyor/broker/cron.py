@@ -10,7 +10,7 @@ from conveyor.broker.base import BrokerBase
 from conveyor.broker.types import CronSpec, TaskSpec
 from conveyor.broker.validation import check_queue_name, check_task_id, check_text, task_fields
 from conveyor.cron import check_spec, check_timezone, next_fire
-from conveyor.exceptions import InvalidArgument, NotFound
+from conveyor.exceptions import DuplicateTask, InvalidArgument, NotFound
 from conveyor.models import CronEntry, Task
 
 # Task options a cron entry may carry (everything but what each fire decides).
@@ -39,7 +39,7 @@ class CronOps(BrokerBase):
         schedule = check_spec(spec.spec)
         check_timezone(spec.timezone)
         options = _check_options(spec.options)
-        task_fields(task_spec_for(spec.task_type, spec.queue, spec.payload, spec.content_type, options, {}), now)
+        task_fields(task_spec_for(spec.task_type, spec.queue, spec.payload, spec.content_type, options, {}, spec.id), now)
         values = {
             "spec": schedule,
             "timezone": spec.timezone or "UTC",
@@ -93,17 +93,26 @@ class CronOps(BrokerBase):
 
         The compare-and-set on next run and the enqueue commit together, so
         two schedulers racing for one slot produce one task; the next run is
-        computed from now, so slots missed during downtime fire once.
+        computed from now, so slots missed during downtime fire once. An
+        entry paused since *entry* was read does not fire. With the
+        ``unique_ttl`` option, a slot whose previous run still holds the
+        entry's unique key is skipped (the next run still moves on).
         """
         now = self.now()
         slot = entry.next_run_at
         following = next_fire(entry.spec, entry.timezone, max(now, slot))
         marks = {"conveyor.cron": entry.id, "conveyor.slot": slot.isoformat().replace("+00:00", "Z")}
-        spec = task_spec_for(entry.task_type, entry.queue, entry.payload, entry.content_type, entry.options, marks)
+        spec = task_spec_for(entry.task_type, entry.queue, entry.payload, entry.content_type, entry.options, marks, entry.id)
         with self.atomic():
-            if not self.update_cron_next_run(entry.id, slot, following):
+            claimed = self.cron.filter(id=entry.id, next_run_at=slot, paused=False).update(
+                next_run_at=following, last_run_at=slot
+            )
+            if not claimed:
                 return None
-            return self.enqueue(spec)  # type: ignore[attr-defined]
+            try:
+                return self.enqueue(spec)  # type: ignore[attr-defined]
+            except DuplicateTask:
+                return None
 
 
 def _check_options(options: Any) -> dict[str, Any]:
@@ -120,12 +129,21 @@ def _check_options(options: Any) -> dict[str, Any]:
 
 
 def task_spec_for(
-    task_type: str, queue: str, payload: bytes, content_type: str, options: dict[str, Any], marks: dict[str, str]
+    task_type: str,
+    queue: str,
+    payload: bytes,
+    content_type: str,
+    options: dict[str, Any],
+    marks: dict[str, str],
+    entry_id: str = "",
 ) -> TaskSpec:
     check_text(task_type, "task_type", 200, required=True)
     check_queue_name(queue)
     known = {f.name for f in dc_fields(TaskSpec)}
     opts = {k: v for k, v in options.items() if k in known}
+    if opts.get("unique_ttl") is not None:
+        # One live run per entry: the key is the entry's, held for the TTL.
+        opts["unique_key"] = f"cron:{entry_id}"
     metadata = {**(opts.pop("metadata", None) or {}), **marks}
     return TaskSpec(
         type=task_type,
