@@ -82,7 +82,9 @@ if os.environ.get("REDIS_URL"):
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {
-                "hosts": [os.environ["REDIS_URL"]],
+                # redis-py's default 5 s socket timeout races channels-redis'
+                # 5 s blocking pop; give reads room.
+                "hosts": [{"address": os.environ["REDIS_URL"], "socket_timeout": 30, "socket_connect_timeout": 5}],
                 "prefix": os.environ.get("CONVEYOR_CHANNEL_PREFIX", "conveyor"),
                 "capacity": 5000,
                 "expiry": 30,

@@ -1,4 +1,4 @@
-"""API authentication: bearer tokens (constant-time) and Django staff sessions."""
+"""API access: bearer tokens (constant time), Django staff sessions, read-only mode."""
 
 from __future__ import annotations
 
@@ -6,9 +6,13 @@ import hmac
 from typing import Any
 
 from rest_framework.authentication import BaseAuthentication
+from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated
+from rest_framework.exceptions import PermissionDenied as DRFPermissionDenied
 from rest_framework.permissions import BasePermission
 
 from conveyor.conf import conveyor_settings
+
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 
 
 def token_valid(presented: str) -> bool:
@@ -23,22 +27,15 @@ def auth_required() -> bool:
     return bool(conveyor_settings.API_TOKENS)
 
 
-class BearerTokenAuthentication(BaseAuthentication):
-    def authenticate(self, request: Any) -> Any:
-        header = request.META.get("HTTP_AUTHORIZATION", "")
-        if not header.lower().startswith("bearer "):
-            return None
-        if token_valid(header[7:].strip()):
-            return (TokenUser(), "bearer")
-        from rest_framework.exceptions import AuthenticationFailed
-
-        raise AuthenticationFailed("invalid bearer token")
-
-    def authenticate_header(self, request: Any) -> str:
-        return 'Bearer realm="conveyor"'
+def bearer_from_header(header: str) -> str | None:
+    if header.lower().startswith("bearer "):
+        return header[7:].strip()
+    return None
 
 
 class TokenUser:
+    """The identity of a request authenticated by an API token."""
+
     is_authenticated = True
     is_staff = True
     is_active = True
@@ -48,9 +45,42 @@ class TokenUser:
         return self.username
 
 
+class BearerTokenAuthentication(BaseAuthentication):
+    def authenticate(self, request: Any) -> Any:
+        token = bearer_from_header(request.META.get("HTTP_AUTHORIZATION", ""))
+        if token is None:
+            return None
+        if token_valid(token):
+            return (TokenUser(), "bearer")
+        raise AuthenticationFailed("invalid bearer token")
+
+    def authenticate_header(self, request: Any) -> str:
+        return 'Bearer realm="conveyor"'
+
+
 class ConveyorAccess(BasePermission):
+    """Tokens or staff when auth is on; read-only mode refuses admin mutations.
+
+    A view marks what it does with ``mutating`` (True, or a set of HTTP
+    methods); enqueue endpoints set ``producer = True`` and pass read-only.
+    """
+
     def has_permission(self, request: Any, view: Any) -> bool:
-        if not auth_required():
-            return True
-        user = request.user
-        return bool(user and user.is_authenticated and getattr(user, "is_staff", False))
+        if auth_required():
+            user = request.user
+            if not (user and user.is_authenticated):
+                raise NotAuthenticated("a valid bearer token (or a staff login) is required")
+            if not getattr(user, "is_staff", False):
+                raise DRFPermissionDenied("staff access is required")
+        if conveyor_settings.READ_ONLY and is_mutation(request.method, view):
+            raise DRFPermissionDenied("the server is in read-only mode")
+        return True
+
+
+def is_mutation(method: str, view: Any) -> bool:
+    if getattr(view, "producer", False) or method in SAFE_METHODS:
+        return False
+    mutating = getattr(view, "mutating", True)
+    if isinstance(mutating, bool):
+        return mutating
+    return method in mutating

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rest_framework.exceptions import APIException, NotAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -18,7 +19,24 @@ def error_body(exc: ConveyorError) -> dict[str, Any]:
     return body
 
 
+DRF_CODES = {400: "invalid_argument", 401: "unauthenticated", 403: "permission_denied", 404: "not_found", 405: "method_not_allowed", 415: "unsupported_media_type"}
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ConveyorError):
         return Response(error_body(exc), status=exc.http_status)
-    return drf_exception_handler(exc, context)
+    response = drf_exception_handler(exc, context)
+    if response is not None and isinstance(exc, APIException):
+        status = response.status_code
+        if isinstance(exc, NotAuthenticated):
+            status = 401  # DRF answers 403 when no authenticator sent a challenge
+        detail = exc.detail
+        message = detail if isinstance(detail, str) else str(detail)
+        response.data = {"error": DRF_CODES.get(status, "error"), "message": message}
+        if status == 400 and context.get("request") is not None:
+            response.data["field"] = ""  # a body that is not JSON at all
+        response.status_code = status
+        response["WWW-Authenticate"] = 'Bearer realm="conveyor"' if status == 401 else response.get("WWW-Authenticate", "")
+        if status != 401:
+            del response["WWW-Authenticate"]
+    return response

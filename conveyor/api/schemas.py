@@ -107,3 +107,198 @@ class BatchItem(s.Serializer):
 
 class BatchResults(s.Serializer):
     results = BatchItem(many=True)
+
+
+class TaskPage(s.Serializer):
+    tasks = Task(many=True)
+    next_page_token = s.CharField(allow_null=True)
+
+
+class RescheduleRequest(s.Serializer):
+    process_at = s.DateTimeField(required=False)
+    process_in = s.CharField(required=False)
+
+
+class IdsRequest(s.Serializer):
+    ids = s.ListField(child=s.CharField(), min_length=1, max_length=1000)
+    process_at = s.DateTimeField(required=False, help_text="reschedule only")
+    process_in = s.CharField(required=False, help_text="reschedule only")
+
+
+class IdResult(s.Serializer):
+    id = s.CharField()
+    ok = s.BooleanField()
+    task = Task(required=False)
+    error = Error(required=False)
+
+
+class IdResults(s.Serializer):
+    results = IdResult(many=True)
+
+
+class RateLimit(s.Serializer):
+    queue = s.CharField(read_only=True)
+    rate = s.FloatField(help_text="tasks per second")
+    burst = s.IntegerField(default=1, min_value=1)
+
+
+class ConcurrencyLimit(s.Serializer):
+    queue = s.CharField(read_only=True)
+    limit = s.IntegerField(min_value=1)
+
+
+class Queue(s.Serializer):
+    name = s.CharField()
+    paused = s.BooleanField()
+    policy = s.ChoiceField(["fifo", "lifo", "random"])
+    counts = s.DictField(child=s.IntegerField())
+    total = s.IntegerField()
+    oldest_due_at = s.DateTimeField(allow_null=True)
+    rate_limit = RateLimit(allow_null=True)
+    concurrency_limit = s.IntegerField(allow_null=True)
+
+
+class QueueList(s.Serializer):
+    queues = Queue(many=True)
+
+
+class PolicyRequest(s.Serializer):
+    policy = s.ChoiceField(["fifo", "lifo", "random"])
+
+
+class Ok(s.Serializer):
+    queue = s.CharField()
+
+
+class Limits(s.Serializer):
+    rate_limits = RateLimit(many=True)
+    concurrency_limits = ConcurrencyLimit(many=True)
+
+
+class GroupConfig(s.Serializer):
+    queue = s.CharField()
+    group = s.CharField(allow_blank=True, default="")
+    max_size = s.IntegerField(required=False)
+    max_delay = s.FloatField(required=False)
+    grace = s.FloatField(required=False)
+
+
+class GroupStat(s.Serializer):
+    queue = s.CharField()
+    group = s.CharField()
+    count = s.IntegerField()
+    oldest = s.DateTimeField()
+    newest = s.DateTimeField()
+
+
+class Groups(s.Serializer):
+    configs = GroupConfig(many=True)
+    groups = GroupStat(many=True)
+
+
+class CronRequest(s.Serializer):
+    id = s.CharField()
+    spec = s.CharField(help_text="5 fields (minute first) or 6 (seconds first), or @hourly etc.")
+    task_type = s.CharField()
+    queue = s.CharField(default="default")
+    json = s.JSONField(required=False)
+    payload = s.CharField(required=False)
+    content_type = s.CharField(required=False)
+    timezone = s.CharField(default="UTC")
+    options = s.DictField(required=False)
+    paused = s.BooleanField(default=False)
+
+
+class CronEntry(s.Serializer):
+    id = s.CharField()
+    spec = s.CharField()
+    timezone = s.CharField()
+    task_type = s.CharField()
+    queue = s.CharField()
+    content_type = s.CharField()
+    payload = s.CharField()
+    json = s.JSONField(allow_null=True)
+    options = s.DictField()
+    paused = s.BooleanField()
+    next_run_at = s.DateTimeField()
+    last_run_at = s.DateTimeField(allow_null=True)
+
+
+class CronList(s.Serializer):
+    entries = CronEntry(many=True)
+
+
+class WebhookRequest(s.Serializer):
+    name = s.CharField()
+    url = s.URLField()
+    queues = s.DictField(child=s.IntegerField(min_value=1))
+    concurrency = s.IntegerField(default=10, min_value=1)
+    secrets = s.ListField(child=s.CharField(), required=False, max_length=2, help_text="newest first; write-only")
+    batch_types = s.ListField(child=s.CharField(), required=False)
+    request_timeout = s.CharField(required=False)
+    paused = s.BooleanField(default=False)
+
+
+class WebhookStatus(s.Serializer):
+    node = s.CharField()
+    breaker = s.CharField()
+    last_error = s.CharField(allow_blank=True)
+    inflight = s.IntegerField()
+    recent = s.ListField(child=s.DictField())
+    updated_at = s.DateTimeField()
+
+
+class Webhook(s.Serializer):
+    name = s.CharField()
+    url = s.CharField()
+    queues = s.DictField(child=s.IntegerField())
+    concurrency = s.IntegerField()
+    secret_count = s.IntegerField()
+    batch_types = s.ListField(child=s.CharField())
+    request_timeout = s.FloatField(allow_null=True)
+    paused = s.BooleanField()
+    created_at = s.DateTimeField()
+    updated_at = s.DateTimeField()
+    status = WebhookStatus(required=False)
+
+
+class WebhookList(s.Serializer):
+    webhooks = Webhook(many=True)
+
+
+class WorkerSession(s.Serializer):
+    id = s.CharField()
+    node = s.CharField()
+    queues = s.DictField(child=s.IntegerField())
+    concurrency = s.IntegerField()
+    inflight = s.IntegerField()
+    labels = s.DictField(child=s.CharField())
+    sdk_version = s.CharField()
+    remote = s.CharField()
+    connected_at = s.DateTimeField()
+
+
+class WorkerList(s.Serializer):
+    workers = WorkerSession(many=True)
+
+
+class ClusterNode(s.Serializer):
+    id = s.CharField()
+    host = s.CharField()
+    port = s.IntegerField()
+    pid = s.IntegerField()
+    version = s.CharField()
+    started_at = s.DateTimeField()
+    seen_at = s.DateTimeField()
+    leader_of = s.ListField(child=s.CharField())
+    sessions = WorkerSession(many=True)
+
+
+class Cluster(s.Serializer):
+    nodes = ClusterNode(many=True)
+
+
+class Info(s.Serializer):
+    version = s.CharField()
+    driver = s.CharField()
+    time = s.DateTimeField()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -16,6 +16,37 @@ from conveyor.exceptions import InvalidArgument
 
 
 class EnqueueView(APIView):
+    producer = True
+
+    @extend_schema(
+        operation_id="list_tasks",
+        parameters=[
+            OpenApiParameter("queue", str),
+            OpenApiParameter("state", str, enum=schemas.STATES),
+            OpenApiParameter("type", str),
+            OpenApiParameter("search", str, description="an id, id prefix, unique key or concurrency key"),
+            OpenApiParameter("limit", int, description="1-1000, default 50"),
+            OpenApiParameter("page_token", str),
+        ],
+        responses={200: schemas.TaskPage, 400: schemas.Error},
+        tags=["tasks"],
+    )
+    def get(self, request: Request) -> Response:
+        """List tasks newest first; pass `next_page_token` back as `page_token` for the next page."""
+        q = request.query_params
+        limit = q.get("limit")
+        if limit is not None and not limit.isdigit():
+            raise InvalidArgument("limit", "must be an integer")
+        page = get_broker().list_tasks(
+            queue=q.get("queue") or None,
+            state=q.get("state") or None,
+            type=q.get("type") or None,
+            search=q.get("search") or None,
+            limit=int(limit) if limit is not None else None,
+            page_token=q.get("page_token") or None,
+        )
+        return Response({"tasks": [render.task(t) for t in page.tasks], "next_page_token": page.next_page_token})
+
     @extend_schema(
         operation_id="enqueue_task",
         request=schemas.EnqueueRequest,
@@ -33,6 +64,8 @@ class EnqueueView(APIView):
 
 
 class EnqueueBatchView(APIView):
+    producer = True
+
     @extend_schema(
         operation_id="enqueue_batch",
         request=schemas.TaskList,
@@ -67,6 +100,8 @@ class EnqueueBatchView(APIView):
 
 
 class EnqueueTxView(APIView):
+    producer = True
+
     @extend_schema(
         operation_id="enqueue_tx",
         request=schemas.TaskList,
@@ -91,3 +126,9 @@ class TaskDetailView(APIView):
     def get(self, request: Request, task_id: str) -> Response:
         """Read one task."""
         return Response(render.task(get_broker().get_task(task_id)))
+
+    @extend_schema(operation_id="delete_task", responses={204: None, 404: schemas.Error, 409: schemas.Error}, tags=["tasks"])
+    def delete(self, request: Request, task_id: str) -> Response:
+        """Delete a task in any state but active."""
+        get_broker().delete_task(task_id)
+        return Response(status=204)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -84,8 +84,9 @@ class EnqueueOps(BrokerBase):
     def _store_one_by_one(self, specs: list[TaskSpec]) -> list[ItemResult]:
         out = []
         for i, spec in enumerate(specs):
-            result = self._store([spec], mode="batch")[0]
+            result = self._store([spec], mode="one")[0]
             result.index = i
+            result.error = _with_index(result.error, i)
             out.append(result)
         return out
 
@@ -116,10 +117,12 @@ class EnqueueOps(BrokerBase):
                 results[repeat].error = results[winner].error
 
     def _store_fresh(self, fresh: list[_Item], results: list[ItemResult], now: datetime, mode: str) -> None:
-        self._claim_unique_keys(fresh, results, now, mode)
-        fresh = [it for it in fresh if results[it.index].error is None]
-        self._resolve_initial_states(fresh, results, now, mode)
-        fresh = [it for it in fresh if results[it.index].error is None]
+        claims = self._live_claims(fresh, now)
+        known = self._lock_dependencies({dep for it in fresh for dep, _ in it.deps})
+        if mode == "tx":
+            self._place_all(fresh, known, claims, now)
+        else:
+            fresh = self._place_in_order(fresh, results, known, claims, now, mode)
         if not fresh:
             return
         tasks = [it.task for it in fresh]
@@ -151,48 +154,74 @@ class EnqueueOps(BrokerBase):
                 fresh.append(it)
         return fresh
 
-    def _claim_unique_keys(self, items: list[_Item], results: list[ItemResult], now: datetime, mode: str) -> None:
+    # -- placing items: unique claims, dependencies, initial state -----------
+
+    def _place_all(self, items: list[_Item], known: dict[str, str], claims: dict[str, str], now: datetime) -> None:
+        """Transaction: any item may reference any other; any refusal raises with its index."""
+        in_request = {it.id: it for it in items}
+        for it in self._dependency_order(items, in_request, known):
+            try:
+                self._place(it, known, in_request, now)
+            except InvalidArgument as exc:
+                raise InvalidArgument(exc.field, exc.reason, index=it.index) from None
+        # In request order, so a collision between two items names the later one.
+        for it in items:
+            self._check_claim(it, claims, it.index)
+            self._register_claim(it, claims)
+
+    def _place_in_order(
+        self,
+        items: list[_Item],
+        results: list[ItemResult],
+        known: dict[str, str],
+        claims: dict[str, str],
+        now: datetime,
+        mode: str,
+    ) -> list[_Item]:
+        """One task or a batch: each item alone, in request order.
+
+        An item may reference stored tasks and earlier items that were
+        accepted. A refused item claims nothing, so its unique key stays free
+        for later items.
+        """
+        placed: dict[str, _Item] = {}
+        for it in items:
+            index = None if mode == "one" else it.index
+            try:
+                self._check_claim(it, claims, index)
+                self._place(it, known, placed, now)
+            except DuplicateTask as exc:
+                results[it.index].error = exc
+                continue
+            except InvalidArgument as exc:
+                results[it.index].error = exc if index is None else _with_index(exc, index)
+                continue
+            self._register_claim(it, claims)
+            placed[it.id] = it
+        return list(placed.values())
+
+    def _live_claims(self, items: list[_Item], now: datetime) -> dict[str, str]:
+        """unique key -> id of the task holding a live claim on it."""
         keys = {it.fields["unique_key"] for it in items if it.fields["unique_key"]}
         if not keys:
-            return
+            return {}
         # A claim with a TTL lapses at unique_until; release lapsed claims so
         # the partial unique index only sees live ones.
         self.tasks.filter(unique_key__in=keys, unique_until__lte=now).update(unique_key=None)
-        holders = dict(
-            self.tasks.filter(unique_key__in=keys, state__in=INCOMPLETE).values_list("unique_key", "id")
-        )
-        for it in items:
-            key = it.fields["unique_key"]
-            if not key:
-                continue
-            if key in holders:
-                self._fail_item(it, results, DuplicateTask(key, holders[key], index=None if mode == "one" else it.index), mode)
-            else:
-                holders[key] = it.id
+        return dict(self.tasks.filter(unique_key__in=keys, state__in=INCOMPLETE).values_list("unique_key", "id"))
 
-    def _fail_item(self, it: _Item, results: list[ItemResult], error: ConveyorError, mode: str) -> None:
-        if mode == "tx":
-            raise error
-        results[it.index].error = error
+    @staticmethod
+    def _check_claim(it: _Item, claims: dict[str, str], index: int | None) -> None:
+        key = it.fields["unique_key"]
+        if key and key in claims:
+            raise DuplicateTask(key, claims[key], index=index)
 
-    # -- dependencies and initial state --------------------------------------
-
-    def _resolve_initial_states(self, items: list[_Item], results: list[ItemResult], now: datetime, mode: str) -> None:
-        wanted = {dep for it in items for dep, _ in it.deps}
-        known = self._lock_dependencies(wanted)
-        in_request = {it.id: it for it in items}
-        order = self._dependency_order(items, in_request, known, mode)
-        placed: dict[str, _Item] = {}
-        for it in order:
-            if results[it.index].error is not None:
-                continue
-            try:
-                self._place(it, known, in_request if mode == "tx" else placed, now, mode)
-            except InvalidArgument as exc:
-                error = exc if mode == "one" else InvalidArgument(exc.field, exc.reason, index=it.index)
-                self._fail_item(it, results, error, mode)
-                continue
-            placed[it.id] = it
+    @staticmethod
+    def _register_claim(it: _Item, claims: dict[str, str]) -> None:
+        # A task born canceled holds no claim (the key index ignores it too).
+        key = it.fields["unique_key"]
+        if key and it.task is not None and it.task.state in INCOMPLETE:
+            claims[key] = it.id
 
     def _lock_dependencies(self, ids: set[str]) -> dict[str, str]:
         """The states of the stored dependencies, read under a row lock.
@@ -210,35 +239,46 @@ class EnqueueOps(BrokerBase):
         rows = self.tasks.select_for_update().filter(id__in=ids).order_by("id").values_list("id", "state")
         return dict(rows)
 
-    def _dependency_order(self, items: list[_Item], in_request: dict[str, _Item], known: dict[str, str], mode: str) -> list[_Item]:
-        """Items in an order where in-request dependencies come first.
+    def _dependency_order(self, items: list[_Item], in_request: dict[str, _Item], known: dict[str, str]) -> list[_Item]:
+        """Items in an order where in-request dependencies come first; reject a cycle.
 
-        Only a transaction may reference items later in the same request; a
-        cycle among them is rejected.
+        Iterative depth-first search: a chain of 1000 forward references
+        must not exhaust the interpreter's stack.
         """
-        if mode != "tx":
-            return items
-        order: list[_Item] = []
-        state: dict[str, int] = {}  # 1 = visiting, 2 = done
 
-        def visit(it: _Item, path: list[str]) -> None:
-            mark = state.get(it.id)
-            if mark == 2:
-                return
-            if mark == 1:
-                raise InvalidArgument("depends_on", f"dependency cycle: {' -> '.join([*path, it.id])}", index=it.index)
-            state[it.id] = 1
-            for dep, _ in it.deps:
+        def request_deps(it: _Item) -> Iterator[tuple[int, _Item]]:
+            for pos, (dep, _) in enumerate(it.deps):
                 if dep in in_request and dep not in known:
-                    visit(in_request[dep], [*path, it.id])
-            state[it.id] = 2
-            order.append(it)
+                    yield pos, in_request[dep]
 
-        for it in items:
-            visit(it, [])
+        order: list[_Item] = []
+        mark: dict[str, int] = {}  # 1 = on the current path, 2 = done
+        for root in items:
+            if root.id in mark:
+                continue
+            mark[root.id] = 1
+            stack = [(root, request_deps(root))]
+            while stack:
+                it, deps = stack[-1]
+                step = next(deps, None)
+                if step is None:
+                    stack.pop()
+                    mark[it.id] = 2
+                    order.append(it)
+                    continue
+                pos, dep = step
+                seen = mark.get(dep.id)
+                if seen == 2:
+                    continue
+                if seen == 1:
+                    path = [s.id for s, _ in stack]
+                    cycle = " -> ".join([*path[path.index(dep.id) :], dep.id])
+                    raise InvalidArgument(f"depends_on[{pos}].task_id", f"dependency cycle: {cycle}", index=it.index)
+                mark[dep.id] = 1
+                stack.append((dep, request_deps(dep)))
         return order
 
-    def _place(self, it: _Item, known: dict[str, str], siblings: dict[str, _Item], now: datetime, mode: str) -> None:
+    def _place(self, it: _Item, known: dict[str, str], siblings: dict[str, _Item], now: datetime) -> None:
         """Decide the item's initial state from its dependencies; build its edges."""
         assert it.task is not None
         unmet = canceled = False
@@ -273,6 +313,15 @@ class EnqueueOps(BrokerBase):
             for kind, state in (("enqueued", None), ("scheduled", State.SCHEDULED), ("canceled", State.CANCELED)):
                 chosen = [t for t in tasks if (t.state == state if state else t.state not in (State.SCHEDULED, State.CANCELED))]
                 self.emit(kind, chosen, now)
+
+
+def _with_index(error: ConveyorError | None, index: int) -> ConveyorError | None:
+    """The error of a batch item, naming its position in the request."""
+    if isinstance(error, InvalidArgument):
+        return InvalidArgument(error.field, error.reason, index=index)
+    if isinstance(error, DuplicateTask):
+        return DuplicateTask(error.unique_key, error.holder_id, index=index)
+    return error
 
 
 def ready_state(task: Task, now: datetime) -> State:

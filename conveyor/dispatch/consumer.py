@@ -7,6 +7,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from conveyor import __version__, cluster
@@ -71,8 +72,20 @@ class WebSocketGateway(Gateway):
 
 
 class WorkerConsumer(AsyncWebsocketConsumer):
+    # The gateway hears from its node, not from the channel layer: no
+    # per-session layer channel (and no Redis round trips per session).
+    channel_layer_alias = "conveyor.no-layer"
     node: Node | None
     gateway: WebSocketGateway | None
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Channels closes old DB connections before every message through its
+        # one shared sync thread; this consumer never touches the ORM itself,
+        # so skip that hop on the hot path.
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"no handler for message type {message['type']}")
+        await handler(message)
 
     async def connect(self) -> None:
         self.node = current_node()

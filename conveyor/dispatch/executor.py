@@ -18,7 +18,7 @@ from django.db import connections
 T = TypeVar("T")
 
 
-def _with_fresh_connection(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+def _with_fresh_connection[T](fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     # Drop a connection that broke (e.g. Postgres restarted) so this call
     # reconnects instead of failing forever. Cheap when nothing went wrong.
     for conn in connections.all(initialized_only=True):

@@ -8,8 +8,10 @@ in-flight task back, flush acks, exit 0.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +34,11 @@ def serve(host: str, port: int, *, dev: bool, ready: Callable[[str], None] | Non
         ports: list[Any] = []
 
         def listen_success(self, port: Any) -> None:
+            # Twisted leaves Nagle on; a response written in two pieces then
+            # waits ~40 ms for the client's delayed ACK. Accepted sockets
+            # inherit TCP_NODELAY from the listening socket on Linux.
+            with contextlib.suppress(OSError, AttributeError):
+                port.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.ports.append(port)
             super().listen_success(port)
 
@@ -78,11 +85,18 @@ def serve(host: str, port: int, *, dev: bool, ready: Callable[[str], None] | Non
         await node.stop()
         reactor.stop()
 
+    tasks: set[asyncio.Task[None]] = set()  # keep references until done
+
+    def start(coro: Any) -> None:
+        task = asyncio.get_event_loop().create_task(coro)
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
     def on_running() -> None:
         loop = asyncio.get_event_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, lambda s=sig: loop.create_task(shutdown(signal.Signals(s).name)))
-        loop.create_task(boot())
+            loop.add_signal_handler(sig, lambda s=sig: start(shutdown(signal.Signals(s).name)))
+        start(boot())
 
     reactor.callWhenRunning(on_running)
     server.run()

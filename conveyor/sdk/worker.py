@@ -88,6 +88,7 @@ class AsyncWorker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="conveyor-task")
         self._flush_pending = False
+        self._writes: set[asyncio.Future[None]] = set()
         self.completed = 0
 
     # -- registration ------------------------------------------------------------------
@@ -127,7 +128,7 @@ class AsyncWorker:
                 attempt = 0
             except WorkerRefused:
                 raise
-            except (OSError, ConnectionClosed, InvalidStatus, asyncio.TimeoutError) as exc:
+            except (TimeoutError, OSError, ConnectionClosed, InvalidStatus) as exc:
                 logger.warning("connection to %s lost: %s", self.base_url, describe(exc))
             if self._stopping.is_set():
                 break
@@ -358,7 +359,9 @@ class AsyncWorker:
         frames, self._outbox = self._outbox, []
         ws = self._ws
         if frames and ws is not None:
-            asyncio.ensure_future(self._write(ws, p.encode_frames(frames)))
+            task = asyncio.ensure_future(self._write(ws, p.encode_frames(frames)))
+            self._writes.add(task)
+            task.add_done_callback(self._writes.discard)
 
     async def _write(self, ws: ClientConnection, text: str) -> None:
         with contextlib.suppress(ConnectionClosed):
