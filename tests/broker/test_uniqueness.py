@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
+from django.db import connections
 
 from conveyor.broker import Dependency, TaskSpec
 from conveyor.exceptions import DuplicateTask
@@ -175,3 +177,30 @@ def test_unique_flag_with_ttl_lapses(broker, clock):
     clock.advance(5)
     broker.enqueue(spec(payload=b"{}", unique=True))
     assert broker.tasks.count() == 2
+
+
+def test_concurrent_enqueues_with_one_key_store_exactly_one(broker, db_alias):
+    if db_alias != "postgres":
+        pytest.skip("SQLite serializes writers; the race needs PostgreSQL")
+    n = 10
+    barrier = threading.Barrier(n)
+    outcomes: list = []
+
+    def enqueue(i: int) -> None:
+        try:
+            barrier.wait()
+            outcomes.append(broker.enqueue(spec(id=f"t{i}", unique_key="k")))
+        except BaseException as exc:  # checked below
+            outcomes.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=enqueue, args=(i,)) for i in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    stored = [o for o in outcomes if not isinstance(o, BaseException)]
+    assert len(stored) == 1
+    assert all(isinstance(o, DuplicateTask) and o.holder_id == stored[0].id for o in outcomes if o not in stored)
+    assert broker.tasks.count() == 1
