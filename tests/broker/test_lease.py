@@ -53,21 +53,15 @@ def test_random_policy_claims_each_due_task_once_and_nothing_else(broker, clock)
     assert set(claimed) == due
 
 
-def test_lease_claims_at_most_n_tasks(broker):
-    for _ in range(5):
-        enqueue(broker)
-
-    assert len(broker.lease("default", 3).tasks) == 3
-    assert len(broker.lease("default", 3).tasks) == 2
-
-
-def test_lease_with_n_zero_or_negative_claims_nothing(broker):
-    task = enqueue(broker)
-    before = snapshot(broker, task.id)
+def test_lease_claims_at_most_n_tasks_and_nothing_for_n_below_one(broker):
+    tasks = [enqueue(broker) for _ in range(5)]
+    before = {t.id: snapshot(broker, t.id) for t in tasks}
 
     assert broker.lease("default", 0).tasks == []
     assert broker.lease("default", -3).tasks == []
-    assert snapshot(broker, task.id) == before
+    assert {t.id: snapshot(broker, t.id) for t in tasks} == before
+    assert len(broker.lease("default", 3).tasks) == 3
+    assert len(broker.lease("default", 3).tasks) == 2
 
 
 def test_leased_task_is_active_with_started_at_now_and_expiry_now_plus_ttl(broker, clock):
@@ -97,23 +91,15 @@ def test_lease_expiry_follows_the_lease_ttl_setting(broker, clock):
 def test_each_leased_task_gets_its_own_fresh_lease_id(broker):
     for _ in range(4):
         enqueue(broker)
-
     tasks = broker.lease("default", 4).tasks
+    broker.release(tasks[0].id, tasks[0].lease_id)
 
-    lease_ids = [reload(broker, t.id).lease_id for t in tasks]
-    assert len(set(lease_ids)) == 4
-    assert lease_ids == [t.lease_id for t in tasks]
+    again = lease_one(broker)
 
-
-def test_released_task_is_leased_again_under_a_new_lease_id(broker):
-    enqueue(broker)
-    first = lease_one(broker)
-    broker.release(first.id, first.lease_id)
-
-    second = lease_one(broker)
-
-    assert second.id == first.id
-    assert second.lease_id != first.lease_id
+    lease_ids = [reload(broker, t.id).lease_id for t in tasks[1:]]
+    assert lease_ids == [t.lease_id for t in tasks[1:]]
+    assert len({*lease_ids, tasks[0].lease_id, again.lease_id}) == 5
+    assert again.id == tasks[0].id
 
 
 def test_lease_resets_progress_of_a_previous_attempt(broker):
@@ -126,16 +112,6 @@ def test_lease_resets_progress_of_a_previous_attempt(broker):
 
     stored = reload(broker, again.id)
     assert (stored.progress, stored.progress_message) == (0, "")
-
-
-def test_lease_skips_tasks_not_yet_due(broker, clock):
-    later = enqueue(broker, process_in=30)
-    due = enqueue(broker)
-
-    batch = broker.lease("default", 5)
-
-    assert [t.id for t in batch.tasks] == [due.id]
-    assert reload(broker, later.id).state == State.SCHEDULED
 
 
 def test_next_due_at_names_the_earliest_future_retry(broker, clock):
@@ -209,19 +185,14 @@ def test_paused_queue_leases_nothing_and_keeps_its_tasks(broker):
     assert snapshot(broker, task.id) == before
 
 
-def test_resumed_queue_leases_again(broker):
+def test_pause_is_per_queue_and_a_resumed_queue_leases_again(broker):
     task = enqueue(broker)
-    broker.set_queue_paused("default", True)
-    broker.set_queue_paused("default", False)
-
-    assert [t.id for t in broker.lease("default", 10).tasks] == [task.id]
-
-
-def test_pausing_one_queue_does_not_pause_another(broker):
-    broker.set_queue_paused("default", True)
     other = enqueue(broker, queue="other")
+    broker.set_queue_paused("default", True)
 
     assert [t.id for t in broker.lease("other", 10).tasks] == [other.id]
+    broker.set_queue_paused("default", False)
+    assert [t.id for t in broker.lease("default", 10).tasks] == [task.id]
 
 
 def test_lease_publishes_a_leased_event_per_task(broker, hooks):

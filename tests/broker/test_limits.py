@@ -207,7 +207,14 @@ def test_deleting_the_rate_limit_lifts_it(broker):
 def test_invalid_rate_limit_is_rejected_and_nothing_changes(broker):
     broker.set_rate_limit("default", 3, burst=2)
     before = list(Queue.objects.using(broker.db).values())
-    bad = [(0, 1, "rate"), (-2, 1, "rate"), ("10", 1, "rate"), (float("nan"), 1, "rate"), (5, 0, "burst"), (5, 2.5, "burst")]
+    bad = [
+        (0, 1, "rate"),
+        (-2, 1, "rate"),
+        ("10", 1, "rate"),
+        (float("nan"), 1, "rate"),
+        (5, 0, "burst"),
+        (5, 2.5, "burst"),
+    ]
 
     for rate, burst, field in bad:
         with pytest.raises(InvalidArgument) as err:

@@ -27,22 +27,15 @@ def test_ack_completes_the_task_at_now_and_stores_the_result(broker, clock):
     assert bytes(stored.result) == b'{"ok": true}'
 
 
-def test_ack_without_a_result_stores_none(broker):
-    enqueue(broker)
-    leased = lease_one(broker)
-
-    broker.ack(leased.id, leased.lease_id)
-
-    assert reload(broker, leased.id).result is None
-
-
-def test_ack_with_a_wrong_lease_raises_lease_lost_and_changes_nothing(broker):
+def test_ack_with_a_wrong_lease_or_unknown_task_raises_lease_lost_and_changes_nothing(broker):
     enqueue(broker)
     leased = lease_one(broker)
     before = snapshot(broker, leased.id)
 
     with pytest.raises(LeaseLost):
         broker.ack(leased.id, "not-the-lease", b"x")
+    with pytest.raises(LeaseLost):
+        broker.ack("no-such-task", leased.lease_id)
 
     assert snapshot(broker, leased.id) == before
 
@@ -69,11 +62,6 @@ def test_second_ack_of_the_same_lease_raises_lease_lost(broker):
         broker.ack(leased.id, leased.lease_id, b"second")
 
     assert bytes(reload(broker, leased.id).result) == b"first"
-
-
-def test_ack_of_an_unknown_task_raises_lease_lost(broker):
-    with pytest.raises(LeaseLost):
-        broker.ack("no-such-task", "lease")
 
 
 def test_ack_many_completes_each_and_reports_lost_leases(broker, clock):
@@ -118,6 +106,27 @@ def test_ack_many_matches_each_task_to_its_own_lease(broker):
     assert {reload(broker, a.id).state, reload(broker, b.id).state} == {State.ACTIVE}
 
 
+def test_every_outcome_with_a_wrong_lease_raises_lease_lost_and_changes_nothing(broker, clock):
+    enqueue(broker)
+    leased = lease_one(broker)
+    before = snapshot(broker, leased.id)
+    clock.advance(10)
+    attempts = {
+        "fail": lambda lease: broker.fail(leased.id, lease, clock.now(), "boom"),
+        "settle_failure": lambda lease: broker.settle_failure(leased.id, lease, "boom"),
+        "settle_failure skip": lambda lease: broker.settle_failure(leased.id, lease, "boom", skip_retry=True),
+        "release": lambda lease: broker.release(leased.id, lease),
+        "archive_leased": lambda lease: broker.archive_leased(leased.id, lease, "poison"),
+        "extend": lambda lease: broker.extend(leased.id, lease),
+        "set_progress": lambda lease: broker.set_progress(leased.id, lease, 50, "half"),
+    }
+
+    for name, attempt in attempts.items():
+        with pytest.raises(LeaseLost):
+            attempt("stale-lease")
+        assert snapshot(broker, leased.id) == before, name
+
+
 # -- fail --------------------------------------------------------------------------
 
 
@@ -132,27 +141,6 @@ def test_fail_moves_the_task_to_retry_due_at_retry_at(broker, clock):
     assert (stored.state, stored.retried, stored.last_error, stored.due_at) == (State.RETRY, 1, "boom", retry_at)
 
 
-def test_fail_counts_each_failure(broker, clock):
-    enqueue(broker)
-    for n in (1, 2, 3):
-        leased = lease_one(broker)
-        broker.fail(leased.id, leased.lease_id, clock.now(), f"failure {n}")
-
-    stored = reload(broker, leased.id)
-    assert (stored.retried, stored.last_error) == (3, "failure 3")
-
-
-def test_fail_with_a_wrong_lease_raises_lease_lost_and_changes_nothing(broker, clock):
-    enqueue(broker)
-    leased = lease_one(broker)
-    before = snapshot(broker, leased.id)
-
-    with pytest.raises(LeaseLost):
-        broker.fail(leased.id, "stale", clock.now(), "boom")
-
-    assert snapshot(broker, leased.id) == before
-
-
 def test_fail_of_a_task_canceled_while_running_archives_it(broker, clock):
     enqueue(broker)
     leased = lease_one(broker)
@@ -163,6 +151,22 @@ def test_fail_of_a_task_canceled_while_running_archives_it(broker, clock):
     stored = reload(broker, leased.id)
     assert stored.state == State.ARCHIVED
     assert stored.last_error.startswith("canceled while running")
+
+
+def test_fail_and_settle_failure_reject_bad_times_and_change_nothing(broker, clock):
+    enqueue(broker)
+    leased = lease_one(broker)
+    before = snapshot(broker, leased.id)
+
+    with pytest.raises(InvalidArgument) as err:
+        broker.fail(leased.id, leased.lease_id, clock.now().replace(tzinfo=None), "boom")
+    assert err.value.field == "retry_at"
+    for delay in (-1, float("nan"), float("inf")):
+        with pytest.raises(InvalidArgument) as err:
+            broker.settle_failure(leased.id, leased.lease_id, "boom", delay=delay)
+        assert err.value.field == "delay"
+
+    assert snapshot(broker, leased.id) == before
 
 
 # -- settle_failure ------------------------------------------------------------------
@@ -180,22 +184,16 @@ def test_settle_failure_retries_after_exponential_full_jitter_backoff(broker, cl
         clock.set(stored.due_at)
 
 
-def test_settle_failure_uses_a_fixed_per_task_policy(broker, clock):
-    enqueue(broker, retry_policy=RetrySpec(kind="fixed", base=7))
-    leased = lease_one(broker)
+def test_settle_failure_follows_the_tasks_own_retry_policy(broker, clock):
+    fixed = enqueue(broker, queue="fixed", retry_policy=RetrySpec(kind="fixed", base=7))
+    linear = enqueue(broker, queue="linear", retry_policy=RetrySpec(kind="linear", base=100, cap=3))
 
-    broker.settle_failure(leased.id, leased.lease_id, "boom")
+    for task in (fixed, linear):
+        leased = lease_one(broker, task.queue)
+        broker.settle_failure(leased.id, leased.lease_id, "boom")
 
-    assert reload(broker, leased.id).due_at == clock.now() + timedelta(seconds=7)
-
-
-def test_settle_failure_caps_a_linear_per_task_policy(broker, clock):
-    enqueue(broker, retry_policy=RetrySpec(kind="linear", base=100, cap=3))
-    leased = lease_one(broker)
-
-    broker.settle_failure(leased.id, leased.lease_id, "boom")
-
-    assert clock.now() <= reload(broker, leased.id).due_at < clock.now() + timedelta(seconds=3)
+    assert reload(broker, fixed.id).due_at == clock.now() + timedelta(seconds=7)
+    assert clock.now() <= reload(broker, linear.id).due_at < clock.now() + timedelta(seconds=3)
 
 
 def test_settle_failure_with_an_explicit_delay_retries_after_it(broker, clock):
@@ -228,7 +226,8 @@ def test_settle_failure_with_max_retry_zero_archives_the_first_failure(broker):
 
     broker.settle_failure(leased.id, leased.lease_id, "boom")
 
-    assert reload(broker, leased.id).state == State.ARCHIVED
+    stored = reload(broker, leased.id)
+    assert (stored.state, stored.last_error, stored.retried) == (State.ARCHIVED, "retries exhausted: boom", 0)
 
 
 def test_settle_failure_with_skip_retry_archives_with_retries_left(broker):
@@ -239,17 +238,6 @@ def test_settle_failure_with_skip_retry_archives_with_retries_left(broker):
 
     stored = reload(broker, leased.id)
     assert (stored.state, stored.last_error, stored.retried) == (State.ARCHIVED, "bad input", 0)
-
-
-def test_settle_failure_with_a_wrong_lease_raises_lease_lost_and_changes_nothing(broker):
-    enqueue(broker)
-    leased = lease_one(broker)
-    before = snapshot(broker, leased.id)
-
-    with pytest.raises(LeaseLost):
-        broker.settle_failure(leased.id, "stale", "boom")
-
-    assert snapshot(broker, leased.id) == before
 
 
 # -- release -------------------------------------------------------------------------
@@ -264,17 +252,6 @@ def test_release_returns_the_task_to_pending_due_now_without_spending_a_retry(br
 
     stored = reload(broker, leased.id)
     assert (stored.state, stored.due_at, stored.retried) == (State.PENDING, clock.now(), 0)
-
-
-def test_release_with_a_wrong_lease_raises_lease_lost_and_changes_nothing(broker):
-    enqueue(broker)
-    leased = lease_one(broker)
-    before = snapshot(broker, leased.id)
-
-    with pytest.raises(LeaseLost):
-        broker.release(leased.id, "stale")
-
-    assert snapshot(broker, leased.id) == before
 
 
 def test_release_many_releases_live_leases_and_reports_lost_ones(broker):
@@ -303,17 +280,6 @@ def test_archive_leased_dead_letters_the_task(broker, clock):
     assert (stored.state, stored.last_error, stored.finished_at) == (State.ARCHIVED, "poison", clock.now())
 
 
-def test_archive_leased_with_a_wrong_lease_raises_lease_lost_and_changes_nothing(broker):
-    enqueue(broker)
-    leased = lease_one(broker)
-    before = snapshot(broker, leased.id)
-
-    with pytest.raises(LeaseLost):
-        broker.archive_leased(leased.id, "stale", "poison")
-
-    assert snapshot(broker, leased.id) == before
-
-
 def test_extend_moves_the_lease_expiry_to_now_plus_ttl(broker, clock):
     enqueue(broker)
     leased = lease_one(broker)
@@ -323,18 +289,6 @@ def test_extend_moves_the_lease_expiry_to_now_plus_ttl(broker, clock):
 
     assert expires == clock.now() + timedelta(seconds=60)
     assert reload(broker, leased.id).lease_expires_at == expires
-
-
-def test_extend_with_a_wrong_lease_raises_lease_lost_and_changes_nothing(broker, clock):
-    enqueue(broker)
-    leased = lease_one(broker)
-    before = snapshot(broker, leased.id)
-    clock.advance(10)
-
-    with pytest.raises(LeaseLost):
-        broker.extend(leased.id, "stale")
-
-    assert snapshot(broker, leased.id) == before
 
 
 def test_extend_many_reports_lost_leases(broker, clock):
@@ -371,17 +325,6 @@ def test_set_progress_clamps_to_0_100_and_keeps_the_message(broker):
 
         row = reload(broker, leased.id)
         assert (row.progress, row.progress_message) == (stored, f"at {given}")
-
-
-def test_set_progress_with_a_wrong_lease_raises_lease_lost_and_changes_nothing(broker):
-    enqueue(broker)
-    leased = lease_one(broker)
-    before = snapshot(broker, leased.id)
-
-    with pytest.raises(LeaseLost):
-        broker.set_progress(leased.id, "stale", 50)
-
-    assert snapshot(broker, leased.id) == before
 
 
 def test_set_progress_rejects_a_non_number_and_changes_nothing(broker):

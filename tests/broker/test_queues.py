@@ -65,15 +65,9 @@ def test_rate_limits_set_get_list_and_delete(broker):
     assert broker.rate_limits() == [RateLimit("a", 1.0, 1), RateLimit("b", 2.5, 5)]
 
     broker.delete_rate_limit("b")
+    broker.delete_rate_limit("never-set")  # deleting an absent limit is fine
     assert broker.rate_limit("b") is None
     assert broker.rate_limits() == [RateLimit("a", 1.0, 1)]
-
-
-def test_deleting_an_absent_rate_or_concurrency_limit_is_ok(broker):
-    broker.delete_rate_limit("never-set")
-    broker.delete_concurrency_limit("never-set")
-
-    assert broker.rate_limits() == [] and broker.concurrency_limits() == []
 
 
 def test_concurrency_limits_set_get_list_and_delete(broker):
@@ -85,7 +79,9 @@ def test_concurrency_limits_set_get_list_and_delete(broker):
     assert broker.concurrency_limits() == [ConcurrencyLimit("m", 1), ConcurrencyLimit("z", 4)]
 
     broker.delete_concurrency_limit("m")
+    broker.delete_concurrency_limit("never-set")
     assert broker.concurrency_limit("m") is None
+    assert broker.concurrency_limits() == [ConcurrencyLimit("z", 4)]
 
 
 def test_deleting_one_setting_keeps_the_others(broker):

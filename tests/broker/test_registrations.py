@@ -31,8 +31,16 @@ def test_upsert_creates_a_registration(broker, clock):
     )
 
     stored = broker.get_webhook("billing")
-    assert (stored.url, stored.queues, stored.concurrency) == ("https://hooks.example.com/run", {"billing": 3, "mail": 1}, 4)
-    assert (stored.secrets, stored.batch_types, stored.request_timeout) == (["new-secret", "old-secret"], ["invoice:render"], 12.5)
+    assert (stored.url, stored.queues, stored.concurrency) == (
+        "https://hooks.example.com/run",
+        {"billing": 3, "mail": 1},
+        4,
+    )
+    assert (stored.secrets, stored.batch_types, stored.request_timeout) == (
+        ["new-secret", "old-secret"],
+        ["invoice:render"],
+        12.5,
+    )
     assert stored.paused is False
     assert stored.created_at == stored.updated_at == clock.now() == reg.created_at
 
@@ -47,7 +55,12 @@ def test_upsert_replaces_every_field(broker, clock):
     broker.upsert_webhook(spec(url="http://other.example.com/", queues={"mail": 2}))
 
     stored = broker.get_webhook("billing")
-    assert (stored.url, stored.queues, stored.concurrency, stored.secrets) == ("http://other.example.com/", {"mail": 2}, 10, [])
+    assert (stored.url, stored.queues, stored.concurrency, stored.secrets) == (
+        "http://other.example.com/",
+        {"mail": 2},
+        10,
+        [],
+    )
     assert (stored.batch_types, stored.request_timeout, stored.paused) == ([], None, False)
     assert (stored.created_at, stored.updated_at) == (created, clock.now())
 

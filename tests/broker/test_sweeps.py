@@ -83,17 +83,6 @@ def test_reap_archives_an_expired_lease_with_no_retries_left(broker, clock):
     assert stored.finished_at == clock.now()
 
 
-def test_reaped_task_is_leased_again(broker, clock):
-    enqueue(broker)
-    first = lease_one(broker)
-    clock.advance(61)
-    broker.reap_expired_leases()
-
-    again = lease_one(broker)
-
-    assert again.id == first.id and again.lease_id != first.lease_id
-
-
 # -- promote scheduled -----------------------------------------------------------------
 
 
