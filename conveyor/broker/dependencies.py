@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from django.db.models import Exists, OuterRef, Q
+
 from conveyor.broker.base import BrokerBase
 from conveyor.broker.enqueue import CANCELED_BY_DEPENDENCY, ready_state
 from conveyor.broker.types import SweepReport
@@ -21,7 +23,9 @@ class DependencyOps(BrokerBase):
         ``completed`` satisfies an edge; ``archived``/``canceled`` (or a
         deleted row) applies the edge's policy: ``continue`` satisfies it,
         ``block`` leaves the dependent blocked, ``cascade_cancel`` cancels
-        the dependent and resolves its own dependents in turn.
+        the dependent and resolves its own dependents in turn. A blocking
+        edge stays open: if the failed dependency is revived and completes,
+        the edge is satisfied then.
         """
         report = SweepReport()
         todo = list(dict.fromkeys(task_ids))
@@ -38,11 +42,7 @@ class DependencyOps(BrokerBase):
             states = dict(self.tasks.filter(id__in=upstream).values_list("id", "state"))
             finished = [tid for tid in upstream if states.get(tid, State.CANCELED) in TERMINAL]
             dependents = sorted(
-                set(
-                    self.edges.filter(depends_on_id__in=finished, resolution=TaskDependency.UNRESOLVED).values_list(
-                        "task_id", flat=True
-                    )
-                )
+                set(self.edges.filter(OPEN_EDGE, depends_on_id__in=finished).values_list("task_id", flat=True))
             )
             for dep_id in dependents:
                 if self._resolve_one(dep_id, states, now, report):
@@ -62,17 +62,19 @@ class DependencyOps(BrokerBase):
         edges = list(self.edges.filter(task_id=task_id))
         cascade = False
         for edge in edges:
-            if edge.resolution != TaskDependency.UNRESOLVED:
+            if not _is_open(edge):
                 continue
             state = upstream_states.get(edge.depends_on_id)
             if state is None:
                 state = self._state_of(edge.depends_on_id)
             if state not in TERMINAL:
                 continue
-            edge.resolution = _resolution(state, edge.on_failure)
-            if edge.resolution == "cancel":
-                cascade, edge.resolution = True, TaskDependency.FAILED
-            TaskDependency.objects.using(self.db).filter(pk=edge.pk).update(resolution=edge.resolution)
+            resolution = _resolution(state, edge.on_failure)
+            if resolution == "cancel":
+                cascade, resolution = True, TaskDependency.FAILED
+            if resolution != edge.resolution:
+                edge.resolution = resolution
+                TaskDependency.objects.using(self.db).filter(pk=edge.pk).update(resolution=resolution)
         if task.state != State.BLOCKED:
             return False
         if cascade:
@@ -107,13 +109,27 @@ class DependencyOps(BrokerBase):
 
     def promote_ready_dependents(self) -> SweepReport:
         """Safety net: resolve blocked tasks whose dependencies finished unnoticed."""
-        stale = set(
-            self.edges.filter(resolution=TaskDependency.UNRESOLVED, task__state=State.BLOCKED)
-            .values_list("depends_on_id", flat=True)
-            .distinct()[: PASS_LIMIT * 10]
+        # Filter in the query, not after the cap: dependencies that are still
+        # running must not crowd the finished ones out of a pass.
+        # (NOT EXISTS is an anti-join; NOT IN over all live tasks is not.)
+        upstream = self.tasks.filter(id=OuterRef("depends_on_id"))
+        unresolved = self.edges.filter(
+            ~Exists(upstream.exclude(state__in=TERMINAL)),
+            resolution=TaskDependency.UNRESOLVED,
+            task__state=State.BLOCKED,
         )
-        live = set(self.tasks.filter(id__in=stale).exclude(state__in=TERMINAL).values_list("id", flat=True))
-        report = self.resolve_dependents(sorted(stale - live))
+        # A blocking edge of a failed dependency reopens once the dependency
+        # was revived and completed.
+        reopened = self.edges.filter(
+            Exists(upstream.filter(state=State.COMPLETED)),
+            resolution=TaskDependency.FAILED,
+            on_failure="block",
+            task__state=State.BLOCKED,
+        )
+        cap = PASS_LIMIT * 10
+        stale = set(unresolved.values_list("depends_on_id", flat=True).distinct()[:cap])
+        stale |= set(reopened.values_list("depends_on_id", flat=True).distinct()[:cap])
+        report = self.resolve_dependents(sorted(stale))
         # Blocked tasks whose edges are all satisfied (a resolver died midway).
         orphans = self.tasks.filter(state=State.BLOCKED).exclude(
             dependency_edges__resolution__in=[TaskDependency.UNRESOLVED, TaskDependency.FAILED]
@@ -123,6 +139,18 @@ class DependencyOps(BrokerBase):
             with self.atomic():
                 self._promote(task, now, report)
         return report
+
+
+# Edges a finishing dependency may still decide: unresolved ones, and
+# blocking edges of a failed dependency, which an operator may revive (run
+# again); if it then completes, the edge is satisfied after all.
+OPEN_EDGE = Q(resolution=TaskDependency.UNRESOLVED) | Q(resolution=TaskDependency.FAILED, on_failure="block")
+
+
+def _is_open(edge: TaskDependency) -> bool:
+    return edge.resolution == TaskDependency.UNRESOLVED or (
+        edge.resolution == TaskDependency.FAILED and edge.on_failure == "block"
+    )
 
 
 def _resolution(upstream_state: str, policy: str) -> str:

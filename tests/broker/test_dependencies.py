@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.db import connections
 
-from conveyor.broker import Broker, Dependency, TaskSpec
+from conveyor.broker import Broker, Dependency, TaskSpec, dependencies
 from conveyor.broker.hooks import BrokerHooks
 from conveyor.exceptions import InvalidArgument
 
@@ -275,6 +275,34 @@ def test_archived_dependency_under_block_keeps_dependent_blocked(broker):
     assert state(broker, "c") == "blocked"
 
 
+def test_failed_dependency_under_block_that_is_revived_and_completes_promotes_dependent(broker):
+    upstream(broker, "a")
+    dependent(broker, "b", ("a", "block"))
+    archive(broker, "a")
+    broker.run_task("a")
+    assert state(broker, "b") == "blocked"
+    complete(broker, "a")
+    assert state(broker, "b") == "pending"
+
+
+def test_dependency_archived_before_enqueue_under_block_unblocks_when_revived_and_completed(broker):
+    upstream(broker, "a")
+    archive(broker, "a")
+    dependent(broker, "b", ("a", "block"))
+    broker.run_task("a")
+    complete(broker, "a")
+    assert state(broker, "b") == "pending"
+
+
+def test_revived_dependency_does_not_undo_a_cascade(broker):
+    upstream(broker, "a")
+    dependent(broker, "b", ("a", "cascade_cancel"))
+    archive(broker, "a")
+    broker.run_task("a")
+    complete(broker, "a")
+    assert state(broker, "b") == "canceled"
+
+
 def test_archived_dependency_under_continue_counts_as_satisfied(broker):
     upstream(broker, "a")
     dependent(broker, "b", ("a", "continue"))
@@ -412,6 +440,35 @@ def test_promote_ready_dependents_treats_deleted_dependency_as_canceled(db_alias
     upstream(quiet, "a")
     dependent(quiet, "b", ("a", "continue"))
     quiet.delete_task("a")
+    quiet.promote_ready_dependents()
+    assert state(quiet, "b") == "pending"
+
+
+def test_promote_ready_dependents_finds_finished_dependencies_among_many_live_ones(db_alias, clock, monkeypatch):
+    # The sweep looks at a bounded number of dependencies per pass; live
+    # ones must not crowd out the finished one.
+    monkeypatch.setattr(dependencies, "PASS_LIMIT", 1)
+    quiet = Broker(clock=clock, using=db_alias, hooks=BrokerHooks())
+    for i in range(12):
+        upstream(quiet, f"live{i:02}")
+        dependent(quiet, f"wait{i:02}", f"live{i:02}")
+    upstream(quiet, "zz")
+    dependent(quiet, "b", "zz")
+    complete(quiet, "zz")
+    quiet.promote_ready_dependents()
+    assert state(quiet, "b") == "pending"
+    assert quiet.tasks.filter(state="blocked").count() == 12
+
+
+def test_promote_ready_dependents_unblocks_a_revived_and_completed_dependency(db_alias, clock):
+    quiet = Broker(clock=clock, using=db_alias, hooks=BrokerHooks())
+    upstream(quiet, "a")
+    dependent(quiet, "b", ("a", "block"))
+    archive(quiet, "a")
+    quiet.promote_ready_dependents()
+    assert state(quiet, "b") == "blocked"
+    quiet.run_task("a")
+    complete(quiet, "a")
     quiet.promote_ready_dependents()
     assert state(quiet, "b") == "pending"
 
