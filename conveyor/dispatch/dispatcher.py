@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("conveyor.dispatch")
 
 ERROR_BACKOFF = 1.0
+GROUP_FALLBACK_DELAY = 0.25
 
 
 @dataclass
@@ -172,6 +173,32 @@ class QueueDispatcher:
         return best
 
     # -- groups --------------------------------------------------------------------
+
+    def fire_group(self, group: str, task_type: str) -> None:
+        """Lease a fired group: as one batch to a worker that batches its type,
+        else member by member. Nodes that can batch try at once; others wait a
+        moment so a batching worker elsewhere gets the first chance."""
+        if self.free_credit() <= 0 or self.node.stopping:
+            return
+        delay = 0.0 if self.batch_gateway(task_type) is not None else GROUP_FALLBACK_DELAY
+        self.node.loop.call_later(delay, lambda: self.node.spawn(self._fire(group)))
+
+    async def _fire(self, group: str) -> None:
+        if self.free_credit() <= 0 or self.node.stopping:
+            return
+        try:
+            batch = await self.node.db.run(self.node.broker.lease_group, self.queue, group, self.node.id)
+        except Exception:
+            logger.exception("leasing group %s/%s failed", self.queue, group)
+            return
+        if not batch.tasks:
+            return
+        slot = self.batch_gateway(batch.tasks[0].type)
+        if slot is not None:
+            slot.credit -= 1
+            slot.gateway.deliver_group(self.queue, group, batch.tasks)
+        else:
+            self._distribute(batch.tasks)  # what credit cannot take goes back to pending
 
     def batch_gateway(self, task_type: str) -> Slot | None:
         """A gateway with credit that takes *task_type* as one batch."""

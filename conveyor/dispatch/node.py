@@ -167,6 +167,22 @@ class Node:
                 self.spawn(self._join(group))
         return dispatcher
 
+    def fire_group(self, queue: str, group: str, task_type: str, broadcast: bool = True) -> None:
+        """A group is due: this node's dispatcher tries to lease it; other nodes are told too."""
+        dispatcher = self.dispatchers.get(queue)
+        if dispatcher is not None:
+            dispatcher.fire_group(group, task_type)
+        if broadcast and self.shared_layer:
+            from conveyor.dispatch.signals import fire_group_message
+
+            self.spawn(self._safe(self.layer.group_send(queue_group(queue), fire_group_message(queue, group, task_type))))
+
+    def set_leader(self, name: str, leading: bool) -> None:
+        if leading:
+            self.leader_of.add(name)
+        else:
+            self.leader_of.discard(name)
+
     def register_gateway(self, gateway: Gateway) -> None:
         self.gateways[gateway.key] = gateway
         gateway.attach()
@@ -226,6 +242,8 @@ class Node:
             dispatcher = self.dispatchers.get(message.get("queue", ""))
             if dispatcher is not None:
                 dispatcher.on_wake(message.get("at"))
+        elif kind == "conveyor.fire_group":
+            self.fire_group(message["queue"], message["group"], message.get("task_type", ""), broadcast=False)
         elif kind == "conveyor.cancel":
             if message.get("origin") != self.id:
                 self.cancel_running([tuple(r) for r in message.get("refs", [])])

@@ -104,10 +104,10 @@ def serve(host: str, port: int, *, dev: bool, ready: Callable[[str], None] | Non
 
 
 def install_services(node: Any) -> None:
-    """Attach the background services every node runs (sweepers, webhooks)."""
-    for factory in SERVICE_FACTORIES:
-        node.services.append(factory(node))
+    """Attach the background services every node runs: the sweepers (acting
+    only while this node leads them)."""
+    from conveyor.sweepers import SWEEPERS
+    from conveyor.sweepers.base import SweeperLoop
 
-
-# Filled by later modules: callables node -> service with async start()/stop().
-SERVICE_FACTORIES: list[Callable[[Any], Any]] = []
+    for sweeper in SWEEPERS.values():
+        node.services.append(SweeperLoop(sweeper(node.broker, node), on_leadership=node.set_leader))

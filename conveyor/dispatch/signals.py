@@ -60,3 +60,13 @@ class ChannelLayerHooks(InlineHooks):
 
     def cancel_running(self, refs: Sequence[tuple[str, str]]) -> None:
         self._send(CONTROL_GROUP, {"type": "conveyor.cancel", "refs": [list(r) for r in refs]})
+
+
+def fire_group_message(queue: str, group: str, task_type: str) -> dict[str, Any]:
+    return {"type": "conveyor.fire_group", "queue": queue, "group": group, "task_type": task_type}
+
+
+def send_to_queue(queue: str, message: dict[str, Any]) -> None:
+    """Send *message* to every node's dispatcher of *queue* (from sync code)."""
+    hooks = ChannelLayerHooks()
+    hooks._send(queue_group(queue), message)

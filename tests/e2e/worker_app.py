@@ -1,6 +1,7 @@
 """A worker process for end-to-end tests, built on the public SDK only.
 
-Every task's payload says what to do: ``{"sleep": 0.1}``, ``{"fail": true}``,
+Every task's payload says what to do: ``{"sleep": 0.1}``, ``{"sleep_first": 60}``
+(first attempt only), ``{"fail": true}``,
 ``{"skip": true}``, ``{"wait_cancel": true}``, ``{"progress": 50}``. Each
 start and finish is appended as a JSON line to ``--log`` (one file per
 process), and, with ``--record-dsn``, each execution is inserted into the
@@ -98,6 +99,8 @@ def main() -> None:
                 task.progress(spec["progress"], "halfway")
             if spec.get("wait_cancel"):
                 await asyncio.sleep(3600)
+            if spec.get("sleep_first") and task.attempt == 1:
+                await asyncio.sleep(spec["sleep_first"])
             if spec.get("sleep"):
                 await asyncio.sleep(spec["sleep"])
             if spec.get("skip"):
