@@ -337,3 +337,21 @@ def test_set_progress_rejects_a_non_number_and_changes_nothing(broker):
 
     assert err.value.field == "percent"
     assert snapshot(broker, leased.id) == before
+
+
+def test_outcomes_wake_the_queue_when_work_becomes_due(broker, clock, hooks):
+    enqueue(broker, queue="q", concurrency_key="k")
+    enqueue(broker, queue="q")
+    enqueue(broker, queue="q")
+    keyed, *plain = sorted(broker.lease("q", 3).tasks, key=lambda t: t.concurrency_key is None)
+    retry_at = clock.now() + timedelta(seconds=30)
+    hooks.wakes.clear()
+
+    broker.fail(plain[0].id, plain[0].lease_id, retry_at, "boom")
+    assert hooks.wakes == [("q", retry_at)]
+    hooks.wakes.clear()
+    broker.release(plain[1].id, plain[1].lease_id)
+    assert hooks.wakes == [("q", None)]
+    hooks.wakes.clear()
+    broker.ack(keyed.id, keyed.lease_id)  # frees a concurrency slot
+    assert hooks.wakes == [("q", None)]
