@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,10 +17,15 @@ from conveyor.broker.types import TaskSpec
 from conveyor.conf import conveyor_settings
 from conveyor.exceptions import InvalidArgument
 
-QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+=-]*$")
+# \Z, not $: ``$`` also matches before a trailing newline, and other modules
+# use these patterns with ``match``.
+QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+=-]*\Z")
 ON_FAILURE = ("block", "continue", "cascade_cancel")
 MAX_RETRY_LIMIT = 10_000
+# Longest accepted duration: 100 years. Anything longer is a mistake, and
+# "now + it" must stay a valid datetime (year <= 9999) wherever it is added.
+MAX_SECONDS = 100 * 365.25 * 86400
 
 
 def check_queue_name(name: Any, field: str = "queue") -> str:
@@ -27,7 +33,6 @@ def check_queue_name(name: Any, field: str = "queue") -> str:
         raise InvalidArgument(field, "is required")
     if len(name) > 100:
         raise InvalidArgument(field, "must be at most 100 characters")
-    # fullmatch: ``$`` alone would let a trailing newline through.
     if not QUEUE_NAME.fullmatch(name):
         raise InvalidArgument(field, "must match ^[A-Za-z0-9][A-Za-z0-9._-]*$")
     return name
@@ -73,6 +78,8 @@ def check_seconds(value: Any, field: str, *, allow_zero: bool = False) -> float:
         raise InvalidArgument(field, "must be a finite number")
     if value < 0 or (value == 0 and not allow_zero):
         raise InvalidArgument(field, "must be positive" if not allow_zero else "must not be negative")
+    if value > MAX_SECONDS:
+        raise InvalidArgument(field, f"must be at most {MAX_SECONDS:.0f} seconds (100 years)")
     return value
 
 
@@ -87,7 +94,7 @@ def check_time(value: Any, field: str) -> datetime:
 def check_metadata(value: Any) -> dict[str, str]:
     if value is None:
         return {}
-    if not isinstance(value, dict):
+    if not isinstance(value, Mapping):
         raise InvalidArgument("metadata", "must be an object of string to string")
     if len(value) > 100:
         raise InvalidArgument("metadata", "must have at most 100 entries")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from types import MappingProxyType
 
 import pytest
 
@@ -126,6 +127,11 @@ def test_payload_of_exactly_one_mib_is_accepted(broker):
 def test_metadata_round_trips_as_string_map(broker):
     row = stored(broker, broker.enqueue(spec(metadata={"tenant": "acme", "trace": ""})).id)
     assert row.metadata == {"tenant": "acme", "trace": ""}
+
+
+def test_metadata_may_be_any_read_only_mapping(broker):
+    row = stored(broker, broker.enqueue(spec(metadata=MappingProxyType({"tenant": "acme"}))).id)
+    assert row.metadata == {"tenant": "acme"}
 
 
 def test_running_limits_and_retry_policy_are_stored(broker, clock):

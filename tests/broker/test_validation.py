@@ -162,6 +162,26 @@ def test_negative_retention_is_rejected(broker):
     assert_rejected(broker, spec(retention=-1), "retention")
 
 
+CENTURY_AND_A_DAY = 100 * 365.25 * 86400 + 86400
+
+
+@pytest.mark.parametrize(
+    ("kw", "field"),
+    [
+        ({"process_in": CENTURY_AND_A_DAY}, "process_in"),
+        ({"process_in": 1e300}, "process_in"),
+        ({"expires_in": CENTURY_AND_A_DAY}, "expires_in"),
+        ({"unique_key": "k", "unique_ttl": CENTURY_AND_A_DAY}, "unique_ttl"),
+        ({"retention": CENTURY_AND_A_DAY}, "retention"),
+        ({"timeout": CENTURY_AND_A_DAY}, "timeout"),
+        ({"retry_policy": RetrySpec(cap=CENTURY_AND_A_DAY)}, "retry_policy.cap"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
+def test_duration_over_100_years_is_rejected(broker, kw, field):
+    assert_rejected(broker, spec(**kw), field)
+
+
 def test_rejected_repeat_of_existing_id_leaves_stored_task_alone(broker):
     broker.enqueue(spec(id="same", payload=b"1"))
     with pytest.raises(InvalidArgument) as info:
