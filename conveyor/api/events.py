@@ -1,0 +1,119 @@
+"""Live lifecycle events: a WebSocket (/ws/events) and server-sent events (/api/v1/events).
+
+Events are published by nodes after commit, in batches, to the channel-layer
+group ``conveyor.events``; every subscriber filters by queue and type.
+Best effort: a slow or disconnected subscriber misses events, nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.layers import get_channel_layer
+from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+
+from conveyor.api.auth import auth_required, bearer_from_header, token_valid
+from conveyor.dispatch.groups import EVENTS_GROUP
+
+KEEPALIVE = 15.0
+
+
+class EventFilter:
+    def __init__(self, queues: list[str], types: list[str]) -> None:
+        self.queues = set(queues)
+        self.types = set(types)
+
+    @classmethod
+    def from_query(cls, query: dict[str, list[str]]) -> EventFilter:
+        def values(key: str) -> list[str]:
+            return [v for raw in query.get(key, []) for v in raw.split(",") if v]
+
+        return cls(values("queue"), values("type"))
+
+    def select(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [
+            e
+            for e in events
+            if (not self.queues or e["queue"] in self.queues) and (not self.types or e["type"] in self.types)
+        ]
+
+
+def _staff(user: Any) -> bool:
+    return bool(user is not None and getattr(user, "is_authenticated", False) and getattr(user, "is_staff", False))
+
+
+class EventsConsumer(AsyncWebsocketConsumer):
+    """``/ws/events?queue=a,b&type=x``: batches of events as ``{"events": [...]}``."""
+
+    async def connect(self) -> None:
+        if not await self._allowed():
+            await self.close(code=4401)
+            return
+        query = parse_qs(self.scope.get("query_string", b"").decode())
+        self.filter = EventFilter.from_query(query)
+        await self.channel_layer.group_add(EVENTS_GROUP, self.channel_name)
+        await self.accept()
+
+    async def _allowed(self) -> bool:
+        if not auth_required():
+            return True
+        for name, value in self.scope.get("headers", []):
+            if name == b"authorization":
+                token = bearer_from_header(value.decode("latin1"))
+                if token is not None and token_valid(token):
+                    return True
+        user = self.scope.get("user")
+        return await database_sync_to_async(_staff)(user) if user is not None else False
+
+    async def disconnect(self, code: int) -> None:
+        await self.channel_layer.group_discard(EVENTS_GROUP, self.channel_name)
+
+    async def conveyor_events(self, message: dict[str, Any]) -> None:
+        events = self.filter.select(message["events"])
+        if events:
+            await self.send(text_data=json.dumps({"events": events}))
+
+
+async def events_stream(request: HttpRequest) -> StreamingHttpResponse | JsonResponse:
+    """``GET /api/v1/events?queue=&type=``: the same events as server-sent events."""
+    if auth_required() and not await _request_allowed(request):
+        response = JsonResponse({"error": "unauthenticated", "message": "a valid bearer token is required"}, status=401)
+        response["WWW-Authenticate"] = 'Bearer realm="conveyor"'
+        return response
+    event_filter = EventFilter.from_query({k: request.GET.getlist(k) for k in request.GET})
+    response = StreamingHttpResponse(_stream(event_filter), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+async def _request_allowed(request: HttpRequest) -> bool:
+    token = bearer_from_header(request.headers.get("Authorization", ""))
+    if token is not None:
+        return token_valid(token)
+    user = await request.auser()
+    return _staff(user)
+
+
+async def _stream(event_filter: EventFilter) -> AsyncIterator[str]:
+    layer = get_channel_layer()
+    channel = await layer.new_channel("conveyor.sse.")
+    await layer.group_add(EVENTS_GROUP, channel)
+    try:
+        yield ": connected\n\n"
+        while True:
+            try:
+                message = await asyncio.wait_for(layer.receive(channel), KEEPALIVE)
+            except TimeoutError:
+                yield ": keepalive\n\n"
+                continue
+            for event in event_filter.select(message.get("events", [])):
+                yield f"event: {event['kind']}\ndata: {json.dumps(event)}\n\n"
+    finally:
+        await layer.group_discard(EVENTS_GROUP, channel)
