@@ -114,6 +114,15 @@ def test_batch_unique_key_of_a_refused_item_stays_free_for_later_items(broker):
     assert broker.get_task("b").unique_key == "k"
 
 
+def test_batch_item_born_canceled_leaves_its_unique_key_free(broker):
+    broker.enqueue(spec(id="up", queue="up"))
+    broker.cancel_task("up")
+    results = broker.enqueue_batch(
+        [spec(id="a", unique_key="k", depends_on=dep("up", on_failure="cascade_cancel")), spec(id="b", unique_key="k")]
+    )
+    assert [(r.ok, r.task.state) for r in results] == [(True, "canceled"), (True, "pending")]
+
+
 def test_batch_existing_id_returns_stored_task_unchanged(broker):
     broker.enqueue(spec(id="a", payload=b"old"))
     results = broker.enqueue_batch([spec(id="a", payload=b"new", queue="other"), spec(id="b")])

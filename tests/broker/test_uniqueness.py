@@ -82,6 +82,13 @@ def test_repeated_id_of_the_holder_is_idempotent_not_duplicate(broker):
     assert broker.tasks.count() == 1
 
 
+def test_held_key_refuses_even_a_task_that_would_be_born_canceled(broker):
+    broker.enqueue(spec(id="h", unique_key="k"))
+    broker.enqueue(spec(id="up", queue="up"))
+    broker.cancel_task("up")
+    assert_duplicate(broker, spec(unique_key="k", depends_on=[Dependency("up", "cascade_cancel")]), "h")
+
+
 def test_completing_the_holder_frees_the_key(broker):
     broker.enqueue(spec(id="h", unique_key="k"))
     leased = lease_one(broker)
