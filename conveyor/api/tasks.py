@@ -56,8 +56,7 @@ class EnqueueView(APIView):
     def post(self, request: Request) -> Response:
         """Enqueue one task. Re-sending an existing id returns the stored task (200)."""
         spec = parse.parse_task(request.data)
-        broker = get_broker()
-        result = broker._store([spec], mode="one")[0]
+        result = get_broker().enqueue_one(spec)
         if result.error is not None:
             raise result.error
         return Response(render.task(result.task), status=201 if result.created else 200)  # type: ignore[arg-type]

@@ -61,6 +61,10 @@ class Broker(
     CronOps,
     RegistrationOps,
 ):
+    def enqueue_one(self, spec: TaskSpec) -> ItemResult:
+        """Like ``enqueue``, but also tells whether the task was created (False: the id existed)."""
+        return self._store([spec], mode="one")[0]
+
     def info(self) -> dict[str, Any]:
         conn = connections[self.db]
         return {
