@@ -5,12 +5,14 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from conveyor import health
+from conveyor.metrics import metrics_view
 from conveyor.api.connect import connect_call
 from conveyor.api.events import events_stream
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics_view, name="metrics"),
     path("api/v1/schema", SpectacularAPIView.as_view(), name="schema"),
     path("api/v1/docs", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/events", events_stream, name="events"),

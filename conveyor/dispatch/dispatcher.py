@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from conveyor import metrics
 from conveyor.conf import conveyor_settings
 
 if TYPE_CHECKING:
@@ -111,6 +112,7 @@ class QueueDispatcher:
                     break
                 batch = await self.node.db.run(self.node.broker.lease, self.queue, n, self.node.id)
                 self.leases += 1
+                self._observe(batch)
                 if batch.tasks:
                     self._distribute(batch.tasks)
                 self._follow_hints(batch)
@@ -122,6 +124,12 @@ class QueueDispatcher:
         finally:
             self._leasing = False
         self._schedule_self_check()
+
+    def _observe(self, batch: Any) -> None:
+        if batch.tasks:
+            metrics.observe_dispatch(self.queue, ((t.started_at - t.due_at).total_seconds() for t in batch.tasks))
+        if batch.throttled in ("rate", "concurrency"):
+            metrics.THROTTLED.labels(self.queue, batch.throttled).inc()
 
     def _follow_hints(self, batch: Any) -> None:
         if batch.throttled == "rate" and batch.retry_after is not None:

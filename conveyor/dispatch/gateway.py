@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from conveyor import metrics
 from conveyor.conf import conveyor_settings
 from conveyor.dispatch.breaker import TypeBreaker
 from conveyor.sdk import protocol as p
@@ -143,7 +144,9 @@ class Gateway:
                     skip_retry=outcome == p.SKIP_RETRY,
                 )
             )
-        self.breaker.record(task.type, outcome in (p.SUCCESS, p.RELEASED), time.monotonic())
+        now = time.monotonic()
+        self.breaker.record(task.type, outcome in (p.SUCCESS, p.RELEASED), now)
+        metrics.PROCESS_DURATION.labels(record.queue, task.type).observe(now - record.since)
         if record.group_lease is None:
             self._refund(record.queue, task.type)
         return True

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from conveyor import __version__, cluster
+from conveyor import __version__, cluster, metrics
 from conveyor.broker import Broker, set_broker
 from conveyor.broker.hooks import BrokerHooks
 from conveyor.conf import conveyor_settings
@@ -78,6 +78,7 @@ class Node:
         self.acks = AckBatcher(self)
         self.waker = Waker(self)
         self.events = EventBus(self)
+        self.events.listeners.append(metrics.count_events)
         self.resolver = Resolver(self)
         self.services: list[Any] = []  # objects with async start() / stop()
         self.leader_of: set[str] = set()
