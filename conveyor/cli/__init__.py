@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-GROUP_MODULES = ["sweep"]
+GROUP_MODULES = ["enqueue", "tasks", "queues", "limits", "groups", "cron", "webhooks", "cluster", "events", "sweep"]
 
 
 def register_all(subparsers: object) -> None:

@@ -1,0 +1,141 @@
+"""``conveyor enqueue`` and ``conveyor enqueue-tx``: add tasks from the shell."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from conveyor.api import parse, render
+from conveyor.broker import get_broker
+from conveyor.cli.common import TASK_COLUMNS, pairs, read_file, task_row, to_int, to_json, verb
+from conveyor.exceptions import InvalidArgument
+
+# API fields whose flag is spelled differently.
+FIELD_FLAGS = {
+    "json": "--json-payload",
+    "payload": "--payload-file",
+    "retry_policy.kind": "--retry-policy",
+    "retry_policy.base": "--retry-base",
+    "retry_policy.cap": "--retry-cap",
+    "depends_on": "--depends-on",
+}
+
+
+def register(subparsers: Any) -> None:
+    p = verb(subparsers, "enqueue", enqueue, "enqueue one task", FIELD_FLAGS)
+    p.add_argument("type", help="task type, e.g. email:send")
+    p.add_argument("--queue", default="default", help="queue name (default: default)")
+    p.add_argument("--id", help="task id (default: a new ULID); an existing id returns the stored task")
+    body = p.add_mutually_exclusive_group()
+    body.add_argument("--json-payload", metavar="JSON", help="payload as a JSON value")
+    body.add_argument("--payload-file", metavar="FILE", help="payload bytes from a file (- for stdin)")
+    p.add_argument("--content-type", help="payload content type (default: application/json when the payload is JSON)")
+    p.add_argument("--priority", metavar="1-9", help="1 lowest .. 9 highest (default 4)")
+    p.add_argument("--max-retry", metavar="N", help="retries after the first attempt (default 25)")
+    p.add_argument("--process-in", metavar="DURATION", help="delay, e.g. 30s, 5m")
+    p.add_argument("--process-at", metavar="TIME", help="due time, RFC 3339 (e.g. 2026-07-09T13:00:00Z)")
+    p.add_argument("--expires-in", metavar="DURATION", help="archive unless dispatched within this")
+    p.add_argument("--expires-at", metavar="TIME", help="archive unless dispatched by then")
+    p.add_argument("--timeout", metavar="DURATION", help="per-attempt running time limit")
+    p.add_argument("--deadline", metavar="TIME", help="absolute running deadline")
+    p.add_argument("--retention", metavar="DURATION", help="keep the completed row this long")
+    p.add_argument("--unique-key", metavar="KEY", help="refuse while another live task holds this key")
+    p.add_argument("--unique", action="store_true", help="derive the unique key from type and payload")
+    p.add_argument("--unique-ttl", metavar="DURATION", help="the key's claim lapses after this")
+    p.add_argument("--group", help="aggregation group (the task waits to be delivered in a batch)")
+    p.add_argument("--concurrency-key", metavar="KEY", help="key for the queue's per-key concurrency limit")
+    p.add_argument("--depends-on", metavar="ID", nargs="+", action="extend", help="run after these tasks (repeatable)")
+    p.add_argument(
+        "--on-failure",
+        metavar="POLICY",
+        default="block",
+        help="when a dependency fails: block (default), continue or cascade_cancel",
+    )
+    p.add_argument("--metadata", metavar="KEY=VALUE", action="append", help="string metadata (repeatable)")
+    p.add_argument("--retry-policy", metavar="KIND", help="exponential (default), linear or fixed")
+    p.add_argument("--retry-base", metavar="DURATION", help="backoff base (default 2s)")
+    p.add_argument("--retry-cap", metavar="DURATION", help="backoff cap (default 15m)")
+
+    tx = verb(subparsers, "enqueue-tx", enqueue_tx, "enqueue tasks from a JSON file, all or none")
+    tx.add_argument("--file", required=True, metavar="FILE", help='a list of tasks or {"tasks": [...]} (- for stdin)')
+
+
+def enqueue(args: Any, out: Any) -> None:
+    spec = parse.parse_task(task_fields(args))
+    task = get_broker().enqueue(spec)
+    out.emit(render.task(task), f"enqueued {task.id} (queue {task.queue}, type {task.type}, state {task.state})")
+
+
+def task_fields(args: Any) -> dict[str, Any]:
+    """The flags as a task object in the API's shape (snake_case)."""
+    data: dict[str, Any] = {
+        "type": args.type,
+        "queue": args.queue,
+        "id": args.id,
+        "priority": to_int(args.priority, "--priority"),
+        "max_retry": to_int(args.max_retry, "--max-retry"),
+        "process_in": args.process_in,
+        "process_at": args.process_at,
+        "expires_in": args.expires_in,
+        "expires_at": args.expires_at,
+        "timeout": args.timeout,
+        "deadline": args.deadline,
+        "retention": args.retention,
+        "unique_key": args.unique_key,
+        "unique": args.unique,
+        "unique_ttl": args.unique_ttl,
+        "group": args.group,
+        "concurrency_key": args.concurrency_key,
+        "metadata": pairs(args.metadata, "--metadata") or None,
+        "content_type": args.content_type,
+    }
+    if args.depends_on:
+        data["depends_on"] = [{"task_id": tid, "on_failure": args.on_failure} for tid in args.depends_on]
+    if args.retry_policy or args.retry_base or args.retry_cap:
+        data["retry_policy"] = {"kind": args.retry_policy, "base": args.retry_base, "cap": args.retry_cap}
+    if args.json_payload is not None:
+        data["json"] = to_json(args.json_payload, "--json-payload")
+    elif args.payload_file is not None:
+        body = read_file(args.payload_file, "--payload-file")
+        data["payload"] = base64.b64encode(body).decode()
+        data["content_type"] = args.content_type or (
+            "application/json" if is_json(body) else "application/octet-stream"
+        )
+    return {k: v for k, v in data.items() if v is not None}
+
+
+def is_json(body: bytes) -> bool:
+    try:
+        json.loads(body)
+    except ValueError:
+        return False
+    return True
+
+
+def enqueue_tx(args: Any, out: Any) -> None:
+    items = tx_items(to_json_file(args.file))
+    specs = []
+    for i, item in enumerate(items):
+        try:
+            specs.append(parse.parse_task(item))
+        except InvalidArgument as exc:
+            raise InvalidArgument(exc.field, exc.reason, index=i) from None
+    tasks = get_broker().enqueue_tx(specs)
+    out.table([task_row(t) for t in tasks], TASK_COLUMNS, {"tasks": [render.task(t) for t in tasks]})
+
+
+def to_json_file(path: str) -> Any:
+    raw = read_file(path, "--file")
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise InvalidArgument("--file", f"is not valid JSON ({exc})") from None
+
+
+def tx_items(data: Any) -> list[Any]:
+    if isinstance(data, list):
+        return data
+    if isinstance(data, dict) and isinstance(data.get("tasks"), list):
+        return data["tasks"]
+    raise InvalidArgument("--file", 'must hold a list of tasks or {"tasks": [...]}')
