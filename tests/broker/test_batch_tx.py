@@ -255,12 +255,6 @@ def test_tx_forward_reference_resolves_when_the_later_item_completes(broker):
     assert state(broker, "b") == "pending"
 
 
-def test_tx_item_may_depend_on_a_stored_task(broker):
-    broker.enqueue(spec(id="up"))
-    tasks = broker.enqueue_tx([spec(id="a", depends_on=dep("up"))])
-    assert tasks[0].state == "blocked"
-
-
 @pytest.mark.parametrize("size", [2, 3])
 def test_tx_dependency_cycle_is_rejected(broker, size):
     names = [f"n{i}" for i in range(size)]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
 
 import pytest
 from django.db import connections
@@ -199,21 +198,6 @@ def test_completing_the_dependency_promotes_dependent_to_pending_and_wakes(broke
     assert state(broker, "b") == "pending"
     assert "work" in hooks.woken()
     assert promotions(hooks, "b") == 1
-
-
-def test_promoted_dependent_is_leasable(broker):
-    upstream(broker, "a")
-    dependent(broker, "b", "a", queue="work")
-    complete(broker, "a")
-    assert [t.id for t in broker.lease("work", 10).tasks] == ["b"]
-
-
-def test_completion_via_ack_many_promotes_dependent(broker):
-    upstream(broker, "a")
-    dependent(broker, "b", "a")
-    leased = broker.lease("a", 1).tasks
-    broker.ack_many([(t, None) for t in leased])
-    assert state(broker, "b") == "pending"
 
 
 def test_dependent_enqueued_while_dependency_runs_is_promoted_on_ack(broker):
@@ -473,10 +457,3 @@ def test_promote_ready_dependents_unblocks_a_revived_and_completed_dependency(db
     assert state(quiet, "b") == "pending"
 
 
-def test_scheduled_dependent_becomes_due_through_promote_scheduled(broker, clock):
-    upstream(broker, "a")
-    dependent(broker, "b", "a", process_in=60)
-    complete(broker, "a")
-    clock.advance(timedelta(seconds=60).total_seconds())
-    broker.promote_scheduled()
-    assert state(broker, "b") == "pending"

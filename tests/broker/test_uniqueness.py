@@ -70,12 +70,6 @@ def test_duplicate_sends_no_wake(broker, hooks):
     assert hooks.wakes == []
 
 
-def test_different_keys_do_not_collide(broker):
-    broker.enqueue(spec(unique_key="a"))
-    broker.enqueue(spec(unique_key="b"))
-    assert broker.tasks.count() == 2
-
-
 def test_repeated_id_of_the_holder_is_idempotent_not_duplicate(broker):
     broker.enqueue(spec(id="h", unique_key="k"))
     assert broker.enqueue(spec(id="h", unique_key="k")).id == "h"
