@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 from types import MappingProxyType
 
 import pytest
+from django.db import connections
 
 from conveyor.broker import RetrySpec, TaskSpec
 from conveyor.ids import ALPHABET
@@ -75,6 +77,32 @@ def test_repeated_id_sends_no_wake_and_no_event(broker, hooks):
     broker.enqueue(spec(id="same"))
     assert len(hooks.wakes) == wakes
     assert len(hooks.events) == events
+
+
+def test_concurrent_enqueues_of_one_id_store_it_once_and_return_it_to_all(broker, db_alias):
+    if db_alias != "postgres":
+        pytest.skip("SQLite serializes writers; the race needs PostgreSQL")
+    n = 10
+    barrier = threading.Barrier(n)
+    outcomes: list = []
+
+    def enqueue(i: int) -> None:
+        try:
+            barrier.wait()
+            outcomes.append(broker.enqueue(spec(id="same", payload=str(i).encode())))
+        except BaseException as exc:  # checked below
+            outcomes.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=enqueue, args=(i,)) for i in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert [type(o).__name__ for o in outcomes] == ["Task"] * n
+    assert broker.tasks.count() == 1
+    assert {bytes(o.payload) for o in outcomes} == {bytes(broker.get_task("same").payload)}
 
 
 # -- defaults and stored fields ------------------------------------------------
