@@ -11,17 +11,20 @@ from __future__ import annotations
 import os
 
 from conveyor_site.dburl import parse_database_url, sqlite_config
-from conveyor_site.settings import *  # noqa: F403
+from conveyor_site.settings import *
 from conveyor_site.settings import BASE_DIR, VAR_DIR
 from tests.services import postgres_problem
 
 TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 POSTGRES_PROBLEM = postgres_problem(TEST_DATABASE_URL)
 
-DATABASES = {"default": sqlite_config(VAR_DIR / "tests" / "conveyor.sqlite3")}
+# Each test run gets its own databases, so two runs on one machine (a
+# developer and CI, or two terminals) never share a file or a schema.
+RUN = os.environ.get("CONVEYOR_TEST_RUN_ID") or str(os.getpid())
+DATABASES = {"default": sqlite_config(VAR_DIR / "tests" / f"conveyor-{RUN}.sqlite3")}
 if POSTGRES_PROBLEM is None:
     DATABASES["postgres"] = parse_database_url(TEST_DATABASE_URL, BASE_DIR)
-    DATABASES["postgres"]["TEST"] = {"NAME": "test_conveyor"}
+    DATABASES["postgres"]["TEST"] = {"NAME": f"test_conveyor_{RUN}"}
 
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

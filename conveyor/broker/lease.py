@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import random
+import zlib
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db import connections
 from django.db.models import Case, Count, Min, Value, When
 
 from conveyor.broker.base import BrokerBase
@@ -15,6 +17,7 @@ from conveyor.ids import new_ulid
 from conveyor.models import Queue, Task
 from conveyor.states import LEASABLE, State
 
+GROUP_LOCK_NAMESPACE = 0x67727570  # "grup"
 # Float slack when turning accrued tokens into whole tasks.
 TOKEN_EPSILON = 1e-9
 RANDOM_WINDOW = 10
@@ -156,6 +159,7 @@ class LeaseOps(BrokerBase):
             if settings is not None and settings.paused:
                 return LeaseBatch(throttled="paused")
             size = self.group_config(queue, group).max_size  # type: ignore[attr-defined]
+            self._lock_group(queue, group)
             members = list(
                 self.tasks.select_for_update(skip_locked=True)
                 .filter(queue=queue, group=group, state=State.AGGREGATING)
@@ -167,6 +171,15 @@ class LeaseOps(BrokerBase):
                 self._mark_leased(members, now, holder, lambda _now: shared)
         self.emit("leased", members, now)
         return LeaseBatch(tasks=members)
+
+    def _lock_group(self, queue: str, group: str) -> None:
+        # Two leasers racing with SKIP LOCKED could each lock part of the
+        # group as they scan; a transaction lock on the group makes one of
+        # them take the whole group and the other find nothing.
+        if self.is_postgres:
+            key = zlib.crc32(f"{queue}\x00{group}".encode()) & 0x7FFFFFFF
+            with connections[self.db].cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [GROUP_LOCK_NAMESPACE, key])
 
 
 def select_due(qs: Any, n: int, policy: str) -> list[Task]:

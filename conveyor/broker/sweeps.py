@@ -52,8 +52,9 @@ class SweepOps(BrokerBase):
             self.emit("archived", archive, now)
             self.resolve_after_commit([r.id for r in archive if r.has_dependents])
             report.count = len(rows)
-            report.queues = {r.queue for r in retry} | {r.queue for r in archive if r.concurrency_key}
-            self.wake_after_commit(report.queues)
+            report.queues = {r.queue for r in rows}
+            # Retries are due now; an archived keyed task frees a key's slot.
+            self.wake_after_commit({r.queue for r in retry} | {r.queue for r in archive if r.concurrency_key})
         return report
 
     def promote_scheduled(self) -> SweepReport:

@@ -80,9 +80,17 @@ class Gateway:
 
     # -- registration ------------------------------------------------------------
 
-    def attach(self) -> None:
-        for queue, credit in split_capacity(self.concurrency, self.queues).items():
-            self.node.dispatcher(queue).add_gateway(self, credit, self.queues[queue])
+    def attach(self, shares: dict[str, int] | None = None) -> None:
+        """Offer capacity to the queues' dispatchers: the weighted split of the
+        concurrency (or *shares*), less what is already in flight per queue."""
+        busy: dict[str, int] = {}
+        # A single delivery holds one slot; a whole batch delivery holds one.
+        for queue in [r.queue for r in self.inflight.values() if r.group_lease is None] + [
+            g.queue for g in self.groups.values()
+        ]:
+            busy[queue] = busy.get(queue, 0) + 1
+        for queue, credit in (shares or split_capacity(self.concurrency, self.queues)).items():
+            self.node.dispatcher(queue).add_gateway(self, max(0, credit - busy.get(queue, 0)), self.queues[queue])
         self.attached = True
 
     def detach(self) -> None:
@@ -149,7 +157,12 @@ class Gateway:
         metrics.PROCESS_DURATION.labels(record.queue, task.type).observe(now - record.since)
         if record.group_lease is None:
             self._refund(record.queue, task.type)
+        else:
+            self.member_done(record)
         return True
+
+    def member_done(self, record: Inflight) -> None:
+        """A member of a batch delivery resolved (webhooks refund when all have)."""
 
     def settle_group(self, lease_id: str, results: dict[str, tuple[str, str, Any]]) -> bool:
         """Apply a batch result: listed members by outcome, the rest released."""
@@ -203,6 +216,8 @@ class Gateway:
         self.push_cancel(task_id, record.task.lease_id or "", reason)
         if record.group_lease is None:
             self._refund(record.queue, record.task.type)
+        else:
+            self.member_done(record)
 
     def cancel(self, task_id: str, lease_id: str) -> None:
         """An operator canceled a running task: ask the worker to abort it."""

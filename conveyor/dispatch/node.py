@@ -176,7 +176,18 @@ class Node:
         if broadcast and self.shared_layer:
             from conveyor.dispatch.signals import fire_group_message
 
-            self.spawn(self._safe(self.layer.group_send(queue_group(queue), fire_group_message(queue, group, task_type))))
+            message = {**fire_group_message(queue, group, task_type), "origin": self.id}
+            self.spawn(self._safe(self.layer.group_send(queue_group(queue), message)))
+
+    def webhook_settled(self, task_id: str, broadcast: bool) -> None:
+        """An async webhook delivery was settled by a callback: free its slot wherever it is."""
+        gateway = self.leases.get(task_id)
+        handler = getattr(gateway, "settled_elsewhere", None)
+        if handler is not None:
+            handler(task_id)
+        elif broadcast and self.shared_layer:
+            message = {"type": "conveyor.webhook_settled", "task_id": task_id, "origin": self.id}
+            self.spawn(self._safe(self.layer.group_send(CONTROL_GROUP, message)))
 
     def set_leader(self, name: str, leading: bool) -> None:
         if leading:
@@ -244,7 +255,11 @@ class Node:
             if dispatcher is not None:
                 dispatcher.on_wake(message.get("at"))
         elif kind == "conveyor.fire_group":
-            self.fire_group(message["queue"], message["group"], message.get("task_type", ""), broadcast=False)
+            if message.get("origin") != self.id:
+                self.fire_group(message["queue"], message["group"], message.get("task_type", ""), broadcast=False)
+        elif kind == "conveyor.webhook_settled":
+            if message.get("origin") != self.id:
+                self.webhook_settled(message["task_id"], False)
         elif kind == "conveyor.cancel":
             if message.get("origin") != self.id:
                 self.cancel_running([tuple(r) for r in message.get("refs", [])])

@@ -105,9 +105,11 @@ def serve(host: str, port: int, *, dev: bool, ready: Callable[[str], None] | Non
 
 def install_services(node: Any) -> None:
     """Attach the background services every node runs: the sweepers (acting
-    only while this node leads them)."""
+    only while this node leads them) and the webhook manager."""
     from conveyor.sweepers import SWEEPERS
     from conveyor.sweepers.base import SweeperLoop
+    from conveyor.webhooks.manager import WebhookManager
 
     for sweeper in SWEEPERS.values():
         node.services.append(SweeperLoop(sweeper(node.broker, node), on_leadership=node.set_leader))
+    node.services.append(WebhookManager(node))

@@ -1,0 +1,1 @@
+"""Webhook workers: HTTP endpoints that process tasks through signed JSON-RPC deliveries."""

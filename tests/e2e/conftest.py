@@ -22,7 +22,6 @@ from tests.e2e.support import ROOT, NodeProcess, WorkerProcess
 from tests.services import redis_problem
 
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-TEMPLATE = "conveyor_e2e_template"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -41,10 +40,11 @@ def _with_db(url: str, name: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def pg_template() -> str:
-    """A migrated template database; each test copies it (fast)."""
+def pg_template() -> Iterator[str]:
+    """A migrated template database (one per test run); each test copies it (fast)."""
     if settings.POSTGRES_PROBLEM:
         pytest.skip(f"PostgreSQL tests skipped: {settings.POSTGRES_PROBLEM}")
+    TEMPLATE = f"conveyor_e2e_template_{settings.RUN}"
     admin = _pg_admin_url()
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)")
@@ -55,7 +55,9 @@ def pg_template() -> str:
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
     with psycopg.connect(_with_db(admin, TEMPLATE), autocommit=True) as conn:
         conn.execute("CREATE TABLE e2e_executions (task_id text NOT NULL, pid integer NOT NULL)")
-    return TEMPLATE
+    yield TEMPLATE
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)")
 
 
 @pytest.fixture
@@ -100,6 +102,8 @@ def node_env(mode: str, tmp_path: Path, request: pytest.FixtureRequest) -> dict[
         env["REDIS_URL"] = request.getfixturevalue("redis_url")
         env["CONVEYOR_CHANNEL_PREFIX"] = f"e2e{uuid.uuid4().hex[:8]}"
         env["CONVEYOR_ALLOW_UNAUTHENTICATED"] = "1"
+        # Test endpoints listen on loopback (the guard test turns this off).
+        env["CONVEYOR_WEBHOOKS_ALLOW_PRIVATE_TARGETS"] = "1"
     return env
 
 

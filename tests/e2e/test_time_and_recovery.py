@@ -80,10 +80,10 @@ def test_tasks_of_a_killed_node_are_recovered_by_lease_expiry_on_the_survivor(cl
 
 
 def test_heartbeats_keep_a_task_longer_than_three_lease_ttls_alive(cluster):
-    node = cluster.node(lease_ttl=1.5, **FAST)
+    node = cluster.node(lease_ttl=2.5, **FAST)
     worker = cluster.worker(node)
     worker.wait_connected(node)
-    task = node.enqueue(json={"sleep": 5})  # > 3 x TTL
+    task = node.enqueue(json={"sleep": 8})  # > 3 x TTL
     final = wait_state(node, task["id"], "completed", 30)
     assert final["attempt"] == 1
     assert [e["event"] for e in worker.events()] == ["start", "done"]
