@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 import signal
 import threading
@@ -16,6 +17,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("sweep", help="run the scheduler, reaper and group sweeper outside a node")
     parser.add_argument("--once", action="store_true", help="one pass of each sweeper, then exit (ignores leadership)")
     parser.add_argument("--only", choices=sorted(SWEEPERS), action="append", help="run only this sweeper (repeatable)")
+    parser.add_argument("--json", action="store_true", dest="as_json", default=argparse.SUPPRESS, help="machine-readable output")
     parser.set_defaults(handler=sweep)
 
 

@@ -37,6 +37,15 @@ def test_enqueue_json_output_is_the_stored_task(broker):
     assert broker.get_task("report-1").type == "report:build"
 
 
+def test_enqueue_an_existing_id_returns_the_stored_task_unchanged(broker):
+    broker.enqueue(TaskSpec(type="report:build", id="report-1", queue="reports"))
+
+    result = run("enqueue", "other:type", "--id", "report-1")
+
+    assert result.out.strip() == "exists already: report-1 (queue reports, type report:build, state pending)"
+    assert Task.objects.get().type == "report:build"
+
+
 def test_enqueue_process_in_accepts_a_duration_and_schedules(broker):
     before = datetime.now(UTC)
     run("enqueue", "later", "--id", "t1", "--process-in", "5m")
