@@ -57,16 +57,22 @@ async def approve(
     url: str, *, allow_private: bool, allow_http: bool, resolver: Resolver = system_resolver
 ) -> Target:
     """Resolve and check *url*; return the pinned target or raise TargetRefused."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        explicit_port = parts.port
+    except ValueError as exc:  # a bad port or an unclosed IPv6 bracket
+        raise TargetRefused(f"not a valid URL: {url}: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise TargetRefused(f"not an http(s) URL: {url}")
     if parts.scheme == "http" and not allow_http:
         raise TargetRefused("http:// endpoints are refused outside dev / unauthenticated mode; use https://")
     host = parts.hostname
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+    port = explicit_port or (443 if parts.scheme == "https" else 80)
     try:
         addresses = [host] if _is_ip(host) else await resolver(host, port)
-    except OSError as exc:
+    except (OSError, UnicodeError) as exc:
+        # getaddrinfo raises UnicodeError, not OSError, for a name IDNA cannot
+        # encode (a label over 63 characters, say).
         raise TargetRefused(f"cannot resolve {host}: {exc}") from None
     if not addresses:
         raise TargetRefused(f"{host} resolves to no address")
@@ -77,7 +83,7 @@ async def approve(
                 raise TargetRefused(f"{host} resolves to {address}, a {problem} address (private targets are not allowed)")
     pinned = addresses[0]
     netloc_host = f"[{pinned}]" if ":" in pinned else pinned
-    netloc = f"{netloc_host}:{parts.port}" if parts.port else netloc_host
+    netloc = f"{netloc_host}:{explicit_port}" if explicit_port else netloc_host
     host_header = parts.netloc.rsplit("@", 1)[-1]
     return Target(
         url=urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, "")),

@@ -29,11 +29,14 @@ def signed_headers(secrets: Sequence[str], body: bytes, now: float | None = None
 
 def verify(secrets: Sequence[str], timestamp: str, sig: str, body: bytes, now: float | None = None) -> bool:
     """Constant-time check against every secret, within the replay window."""
-    try:
-        age = abs((now if now is not None else time.time()) - int(timestamp))
-    except (TypeError, ValueError):
+    # Header values are untrusted text: only ASCII digits make a timestamp
+    # (int() would take other scripts' digits), and the signature is compared
+    # as bytes (compare_digest raises on non-ASCII str).
+    if not isinstance(timestamp, str) or not (timestamp.isascii() and timestamp.isdigit()):
         return False
+    age = abs((now if now is not None else time.time()) - int(timestamp))
+    given = sig.encode("utf-8", "replace") if isinstance(sig, str) else b""
     ok = False
     for secret in secrets:
-        ok |= hmac.compare_digest(signature(secret, timestamp, body), sig or "")
+        ok |= hmac.compare_digest(signature(secret, timestamp, body).encode(), given)
     return ok and age <= REPLAY_WINDOW

@@ -48,6 +48,7 @@ def open_token(token: object) -> tuple[str, str]:
         task_id, lease_id = _unb64(parts[1]), _unb64(parts[2])
     except (ValueError, UnicodeDecodeError):
         raise InvalidArgument("leaseToken", "is not a lease token issued by this server") from None
-    if not hmac.compare_digest(_mac(task_id, lease_id), parts[3]):
+    # Compared as bytes: compare_digest raises TypeError on non-ASCII str.
+    if not hmac.compare_digest(_mac(task_id, lease_id).encode(), parts[3].encode("utf-8", "replace")):
         raise InvalidArgument("leaseToken", "is not a lease token issued by this server")
     return task_id, lease_id
