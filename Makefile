@@ -26,9 +26,7 @@ migrate: venv
 	$(PY) manage.py migrate --noinput
 
 run: venv
-	$(PY) manage.py migrate --noinput
-	@echo "Conveyor dev node: http://$(HOST):$(PORT)/  (admin: /admin/, health: /healthz)"
-	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) conveyor_site.asgi:application
+	$(PY) manage.py conveyord --dev --host $(HOST) --port $(PORT)
 
 test: venv
 	scripts/test-setup

@@ -1,0 +1,125 @@
+"""Django admin: raw inspection, read-mostly.
+
+Nothing here edits task state directly: the task actions call the broker,
+like the API and the dashboard do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from conveyor.broker import get_broker
+from conveyor.models import CronEntry, GroupConfig, Node, Queue, Task, TaskDependency, WebhookRegistration, WorkerSession
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """View-only: no add, no change, no delete from the admin forms."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+def broker_action(name: str, label: str) -> Callable[..., None]:
+    def action(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Task]) -> None:
+        ids = list(queryset.values_list("id", flat=True)[:1000])
+        results = getattr(get_broker(), f"{name}_tasks")(ids)
+        ok = [r for r in results if r.ok]
+        failed = [r for r in results if not r.ok]
+        if ok:
+            modeladmin.message_user(request, f"{label}: {len(ok)} task(s).", messages.SUCCESS)
+        for r in failed[:10]:
+            modeladmin.message_user(request, f"{r.id}: {r.error.message}", messages.ERROR)  # type: ignore[union-attr]
+
+    action.__name__ = f"{name}_selected"
+    action.short_description = f"{label} selected tasks"  # type: ignore[attr-defined]
+    return action
+
+
+class DependencyInline(admin.TabularInline):
+    model = TaskDependency
+    fields = ("depends_on_id", "on_failure", "resolution")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Task)
+class TaskAdmin(ReadOnlyAdmin):
+    list_display = ("id", "queue", "type", "state", "priority", "retried", "max_retry", "enqueued_at", "due_at", "last_error")
+    list_filter = ("state", "queue", "type")
+    search_fields = ("=id", "type", "=unique_key", "=concurrency_key")
+    ordering = ("-id",)
+    list_per_page = 50
+    show_full_result_count = False
+    inlines = [DependencyInline]
+    actions = [
+        broker_action("run", "Run now"),
+        broker_action("cancel", "Cancel"),
+        broker_action("archive", "Archive"),
+        broker_action("delete", "Delete"),
+    ]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [f.name for f in Task._meta.fields]
+
+    def get_actions(self, request: HttpRequest, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        from conveyor.conf import conveyor_settings
+
+        actions = super().get_actions(request, *args, **kwargs)
+        actions.pop("delete_selected", None)  # deletion goes through the broker action
+        if conveyor_settings.READ_ONLY:
+            return {}
+        return actions
+
+
+@admin.register(Queue)
+class QueueAdmin(ReadOnlyAdmin):
+    list_display = ("name", "paused", "policy", "rate", "burst", "concurrency_limit", "updated_at")
+    list_filter = ("paused", "policy")
+    search_fields = ("name",)
+
+
+@admin.register(GroupConfig)
+class GroupConfigAdmin(ReadOnlyAdmin):
+    list_display = ("queue", "group", "max_size", "max_delay", "grace")
+    search_fields = ("queue", "group")
+
+
+@admin.register(CronEntry)
+class CronEntryAdmin(ReadOnlyAdmin):
+    list_display = ("id", "spec", "timezone", "task_type", "queue", "paused", "next_run_at", "last_run_at")
+    list_filter = ("paused", "queue")
+    search_fields = ("id", "task_type")
+
+
+@admin.register(WebhookRegistration)
+class WebhookRegistrationAdmin(ReadOnlyAdmin):
+    list_display = ("name", "url", "concurrency", "paused", "updated_at")
+    list_filter = ("paused",)
+    search_fields = ("name", "url")
+    exclude = ("secrets",)  # write-only
+
+
+@admin.register(Node)
+class NodeAdmin(ReadOnlyAdmin):
+    list_display = ("id", "host", "port", "pid", "version", "started_at", "seen_at", "leader_of")
+
+
+@admin.register(WorkerSession)
+class WorkerSessionAdmin(ReadOnlyAdmin):
+    list_display = ("id", "node", "concurrency", "inflight", "sdk_version", "remote", "connected_at")
+    list_filter = ("node",)
