@@ -143,7 +143,12 @@ class QueueDispatcher:
         if self._self_check is not None:
             self._self_check.cancel()
         if self.free_credit() > 0 and not self.node.stopping:
-            period = conveyor_settings.DISPATCH_SELF_CHECK * (0.8 + 0.4 * random.random())
+            period = conveyor_settings.DISPATCH_SELF_CHECK
+            if not self.node.shared_layer:
+                # No layer reaches us from other processes (CLI, Django code
+                # on the in-memory layer): notice their changes within a second.
+                period = min(period, 1.0)
+            period *= 0.8 + 0.4 * random.random()
             self._self_check = asyncio.get_running_loop().call_later(period, self.kick)
 
     # -- distribution ----------------------------------------------------------------

@@ -43,6 +43,38 @@ def current_node() -> Node | None:
     return _current
 
 
+def apply_static_config(broker: Broker) -> None:
+    """Upsert the webhook registrations and cron entries declared in settings.
+
+    Entries are matched by name/id; a cron entry whose definition did not
+    change keeps its next run (a restart does not skip or repeat a slot).
+    """
+    from conveyor.api.parse import parse_cron, parse_webhook
+
+    for item in conveyor_settings.WEBHOOKS or []:
+        broker.upsert_webhook(parse_webhook(item))
+    existing = {e.id: e for e in broker.list_cron_entries()}
+    for item in conveyor_settings.CRON or []:
+        spec = parse_cron(item)
+        current = existing.get(spec.id)
+        if current is not None and _same_cron(current, spec):
+            continue
+        broker.upsert_cron_entry(spec)
+
+
+def _same_cron(entry: Any, spec: Any) -> bool:
+    return (
+        entry.spec == " ".join(spec.spec.split())
+        and entry.timezone == spec.timezone
+        and entry.task_type == spec.task_type
+        and entry.queue == spec.queue
+        and bytes(entry.payload) == bytes(spec.payload)
+        and entry.content_type == spec.content_type
+        and entry.options == dict(spec.options)
+        and entry.paused == spec.paused
+    )
+
+
 class NodeHooks(BrokerHooks):
     """Broker hooks of a node: called from database threads, run on the loop."""
 
@@ -123,8 +155,11 @@ class Node:
         await self.db.run(
             cluster.register_node, self.id, self.host, self.port, os.getpid(), __version__, datetime.now(UTC)
         )
+        await self.db.run(apply_static_config, self.broker)
         self.spawn(self._listen())
         self.spawn(self._beat())
+        if not self.shared_layer:
+            self.spawn(self._watch_cancels())
         for service in self.services:
             await service.start()
         logger.info("node %s started (%s layer)", self.id, "shared" if self.shared_layer else "in-memory")
@@ -270,6 +305,24 @@ class Node:
                     handler(message)
 
     # -- heartbeat -------------------------------------------------------------------------
+
+    async def _watch_cancels(self) -> None:
+        """Without a shared layer, cancel requests made by other processes (the
+        CLI) cannot reach us: look for them among our in-flight tasks."""
+        from conveyor.states import State
+
+        def requested(ids: list[str]) -> list[tuple[str, str]]:
+            rows = self.broker.tasks.filter(id__in=ids, state=State.ACTIVE, cancel_requested=True)
+            return list(rows.values_list("id", "lease_id"))
+
+        while not self.stopping:
+            await asyncio.sleep(1.0)
+            ids = list(self.leases)
+            if ids:
+                try:
+                    self.cancel_running(await self.db.run(requested, ids))
+                except Exception:
+                    logger.debug("cancel watch failed", exc_info=True)
 
     async def _beat(self) -> None:
         while not self.stopping:
