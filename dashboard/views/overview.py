@@ -1,0 +1,38 @@
+"""Overview: totals per state, throughput and backlog, nodes, sessions, sweeper leaders."""
+
+from __future__ import annotations
+
+from django.db.models import Count, Sum
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+
+from conveyor.broker import get_broker
+from conveyor.models import Node, WorkerSession
+from dashboard.present import STATE_NAMES, SWEEPERS
+from dashboard.views.common import page, staff
+from dashboard.views.queues import queue_rows
+
+
+@staff
+def overview(request: HttpRequest) -> HttpResponse:
+    broker = get_broker()
+    rows = queue_rows(broker)
+    totals = {name: sum(r["counts"].get(name, 0) for r in rows) for name in STATE_NAMES}
+    nodes = list(Node.objects.order_by("started_at").annotate(session_count=Count("sessions"), inflight=Sum("sessions__inflight")))
+    leaders = [(name, [n for n in nodes if name in (n.leader_of or [])]) for name in SWEEPERS]
+    sessions = WorkerSession.objects.aggregate(count=Count("id"), concurrency=Sum("concurrency"), inflight=Sum("inflight"))
+    return page(
+        request,
+        "dashboard/overview.html",
+        {
+            "queues": rows,
+            "totals": totals,
+            "total": sum(totals.values()),
+            "waiting": totals["pending"] + totals["scheduled"] + totals["retry"] + totals["blocked"] + totals["aggregating"],
+            "nodes": nodes,
+            "leaders": leaders,
+            "sessions": sessions,
+            "now": timezone.now(),
+        },
+        nav="overview",
+    )
