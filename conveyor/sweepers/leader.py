@@ -49,8 +49,11 @@ class LeaderLock:
         if conn.vendor != "postgresql" or self._pid is None:
             return
         try:
+            # Only this lock: a connection may hold others (the webhook manager
+            # keeps one per registration on one connection). acquire() keeps
+            # the session's count at one, so one unlock frees it.
             with conn.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock_all()")
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [NAMESPACE, self.key])
         finally:
             self._pid = None
 
