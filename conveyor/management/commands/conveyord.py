@@ -38,11 +38,18 @@ class Command(BaseCommand):
         else:
             check_production()
         call_command("check")
+        from django.contrib.auth import get_user_model
+
         from conveyor.dispatch.server import serve
+
+        has_login = get_user_model().objects.filter(is_staff=True, is_active=True).exists()
 
         def ready(url: str) -> None:
             mode = "dev" if dev else "production"
-            self.stdout.write(f"Conveyor node listening on {url} ({mode}; {connection.vendor}) — dashboard {url}/ , admin {url}/admin/")
+            self.stdout.write(f"Conveyor node listening on {url} ({mode}; {connection.vendor})")
+            self.stdout.write(f"  dashboard {url}/   admin {url}/admin/   API docs {url}/api/v1/docs")
+            if not has_login:
+                self.stdout.write("  no dashboard login yet: create one with `.venv/bin/python manage.py createsuperuser`")
             self.stdout.flush()
 
         status = serve(host, port, dev=dev, ready=ready)
