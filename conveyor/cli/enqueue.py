@@ -9,7 +9,7 @@ from typing import Any
 from conveyor.api import parse, render
 from conveyor.broker import get_broker
 from conveyor.cli.common import TASK_COLUMNS, pairs, read_file, task_row, to_int, to_json, verb
-from conveyor.exceptions import InvalidArgument, TaskNotFound
+from conveyor.exceptions import InvalidArgument
 
 # API fields whose flag is spelled differently.
 FIELD_FLAGS = {
@@ -63,21 +63,13 @@ def register(subparsers: Any) -> None:
 
 def enqueue(args: Any, out: Any) -> None:
     spec = parse.parse_task(task_fields(args))
-    broker = get_broker()
-    # An existing id is an idempotent success returning the stored task; say
-    # so rather than claim a new task (the check is for the message only).
-    existed = spec.id is not None and exists(broker, spec.id)
-    task = broker.enqueue(spec)
-    verb = "exists already:" if existed else "enqueued"
+    result = get_broker().enqueue_one(spec)
+    if result.error is not None:
+        raise result.error
+    task = result.task
+    # An existing id is an idempotent success returning the stored task.
+    verb = "enqueued" if result.created else "exists already:"
     out.emit(render.task(task), f"{verb} {task.id} (queue {task.queue}, type {task.type}, state {task.state})")
-
-
-def exists(broker: Any, task_id: str) -> bool:
-    try:
-        broker.get_task(task_id)
-    except TaskNotFound:
-        return False
-    return True
 
 
 def task_fields(args: Any) -> dict[str, Any]:

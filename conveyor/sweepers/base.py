@@ -53,6 +53,7 @@ class SweeperLoop:
         self._stopping = False
         self.leading = False
         self.passes = 0
+        self._last_report: dict[str, int] = {}
 
     async def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -95,7 +96,12 @@ class SweeperLoop:
         report = self.sweeper.run_once()
         self.passes += 1
         if any(report.values()):
-            logger.info("%s: %s", self.sweeper.name, " ".join(f"{k}={v}" for k, v in report.items()))
+            # One line per pass that did something; a pass repeating the last
+            # one (a group nobody can take yet, a queue woken every tick) is
+            # only worth a debug line.
+            level = logging.DEBUG if report == self._last_report else logging.INFO
+            logger.log(level, "%s: %s", self.sweeper.name, " ".join(f"{k}={v}" for k, v in report.items()))
+        self._last_report = report
         return True
 
     def _release(self) -> None:
