@@ -44,6 +44,8 @@ def sqlite_config(path: Path) -> dict[str, Any]:
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": str(path),
         "OPTIONS": dict(SQLITE_OPTIONS),
+        # Keep each thread's connection open: reopening runs the PRAGMAs again.
+        "CONN_MAX_AGE": None,
         "TEST": {"NAME": str(path.with_name("test-" + path.name))},
     }
 
