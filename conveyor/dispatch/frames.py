@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import math
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -90,8 +91,8 @@ def check_heartbeat(frame: dict[str, Any]) -> list[str]:
 def check_progress(frame: dict[str, Any]) -> tuple[str, float, str]:
     task_id = _text(frame, "task_id", "a task id")
     percent = frame.get("percent")
-    if isinstance(percent, bool) or not isinstance(percent, (int, float)):
-        raise FrameError("progress: 'percent' must be a number")
+    if isinstance(percent, bool) or not isinstance(percent, (int, float)) or not math.isfinite(percent):
+        raise FrameError("progress: 'percent' must be a finite number")
     message = frame.get("message") or ""
     if not isinstance(message, str):
         raise FrameError("progress: 'message' must be a string")

@@ -55,12 +55,19 @@ def encode_frames(frames: list[dict[str, Any]]) -> str:
     return json.dumps(payload, separators=(",", ":"))
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
 def decode_frames(text: str) -> list[dict[str, Any]]:
     """Parse a message into frames; raise ``ValueError`` when it is malformed."""
     try:
-        data = json.loads(text)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"message is not valid JSON: {exc}") from None
+        # Strict JSON: Python's parser would take NaN and Infinity.
+        data = json.loads(text, parse_constant=_refuse_constant)
+    except (TypeError, ValueError, RecursionError) as exc:
+        # RecursionError: nesting deeper than the parser's limit.
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise ValueError(f"message is not valid JSON: {reason}") from None
     frames = data if isinstance(data, list) else [data]
     if not frames:
         raise ValueError("message is an empty array")
@@ -73,9 +80,20 @@ def decode_frames(text: str) -> list[dict[str, Any]]:
 
 
 def version_tuple(text: str) -> tuple[int, ...]:
-    """``"1.2.3"`` -> (1, 2, 3); junk parts count as 0."""
+    """``"1.2.3"`` -> (1, 2, 3), comparable across lengths.
+
+    Each part counts by its leading digits (``"3-rc1"`` is 3, not 31; a
+    leading ``v`` is ignored; junk counts as 0) and trailing zero parts are
+    dropped, so ``"0.1"`` and ``"0.1.0"`` compare equal.
+    """
     parts = []
-    for piece in (text or "0").split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit())
+    for piece in (text or "0").strip().lstrip("vV").split("."):
+        digits = ""
+        for ch in piece:
+            if not ch.isascii() or not ch.isdigit():
+                break
+            digits += ch
         parts.append(int(digits) if digits else 0)
+    while len(parts) > 1 and parts[-1] == 0:
+        parts.pop()
     return tuple(parts)

@@ -40,9 +40,12 @@ class EndpointBreaker:
         self.samples.append(False)
         if self.state == PROBING:
             return self._open(now)
-        if self.state == CLOSED and len(self.samples) >= MIN_SAMPLES:
-            if self.samples.count(False) / len(self.samples) >= FAILURE_RATIO:
-                return self._open(now)
+        if (
+            self.state == CLOSED
+            and len(self.samples) >= MIN_SAMPLES
+            and self.samples.count(False) / len(self.samples) >= FAILURE_RATIO
+        ):
+            return self._open(now)
         return False
 
     def _open(self, now: float) -> bool:

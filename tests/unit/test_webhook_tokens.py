@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import override_settings
 
-from conveyor.exceptions import InvalidArgument
+from conveyor.exceptions import ConveyorError
 from conveyor.webhooks.tokens import PREFIX, mint, open_token
 
 TASK = "01KX3CAWA7WMGN3R5EA7JJCFA0"
@@ -13,9 +13,11 @@ LEASE = "01KX3E7T2M4Q9RZC8B1JW5HD6P"
 OTHER_TASK = "01KX3CAWA7WMGN3R5EA7JJCFA1"
 
 
-def refused(token: object) -> InvalidArgument:
-    with pytest.raises(InvalidArgument) as info:
+def refused(token: object) -> ConveyorError:
+    """Open *token*, expecting the domain error that names the lease token (never a crash)."""
+    with pytest.raises(ConveyorError) as info:
         open_token(token)
+    assert "leaseToken" in str(info.value)
     return info.value
 
 
@@ -52,9 +54,7 @@ def test_a_forged_mac_is_refused():
     prefix, task, lease, mac = mint(TASK, LEASE).split(".")
     forged = ("A" if mac[0] != "A" else "B") + mac[1:]
 
-    error = refused(".".join([prefix, task, lease, forged]))
-
-    assert error.field == "leaseToken"
+    refused(".".join([prefix, task, lease, forged]))
 
 
 def test_a_token_minted_with_another_secret_key_is_refused():
@@ -86,16 +86,14 @@ def test_a_token_with_another_prefix_is_refused():
 
 @pytest.mark.parametrize("token", [None, "", 42, ["clt1"], {"token": "x"}])
 def test_a_missing_or_non_string_token_is_refused_as_required(token):
-    error = refused(token)
-
-    assert error.field == "leaseToken"
+    assert "required" in str(refused(token))
 
 
 @pytest.mark.parametrize(
     "token",
     ["clt1.!!!.???.abc", "clt1.\u00e9.\u00e9.\u00e9", "clt1...", "not a token at all"],
 )
-def test_garbage_is_refused_as_invalid_argument(token):
+def test_garbage_is_refused(token):
     refused(token)
 
 
