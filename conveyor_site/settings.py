@@ -133,6 +133,10 @@ SPECTACULAR_SETTINGS = {
 
 CONVEYOR = from_env(os.environ)
 
+# Django's own task framework runs on Conveyor: `@task` functions enqueue
+# into the caller's transaction; `manage.py conveyor_worker` runs them.
+TASKS = {"default": {"BACKEND": "conveyor.django_tasks.ConveyorBackend", "QUEUES": []}}
+
 LOG_LEVEL = os.environ.get("CONVEYOR_LOG_LEVEL", "INFO").upper()
 LOGGING = {
     "version": 1,

@@ -94,7 +94,10 @@ class AsyncWorker:
     # -- registration ------------------------------------------------------------------
 
     def task(self, task_type: str) -> Callable[[Handler], Handler]:
-        """Register a handler for *task_type* (sync or async function of one Task)."""
+        """Register a handler for *task_type* (sync or async function of one Task).
+
+        ``"*"`` registers a fallback for types without their own handler.
+        """
 
         def register(fn: Handler) -> Handler:
             self.handlers[task_type] = fn
@@ -256,7 +259,7 @@ class AsyncWorker:
         self._finish(running, outcomes)
 
     async def _call_one(self, task: Task) -> tuple[str, str, Any]:
-        handler = self.handlers.get(task.type)
+        handler = self.handlers.get(task.type) or self.handlers.get("*")
         if handler is None:
             return p.RETRY, f"no handler registered for task type {task.type!r}", None
         try:

@@ -1,0 +1,56 @@
+"""``manage.py conveyor_worker``: run this project's ``django.tasks`` functions on Conveyor."""
+
+from __future__ import annotations
+
+import logging
+import os
+from datetime import UTC, datetime
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import close_old_connections
+
+from conveyor.django_tasks import TYPE_PREFIX, run_django_task
+from conveyor.sdk import Task, Worker
+
+
+def parse_queues(text: str) -> dict[str, int]:
+    queues = {}
+    for part in text.split(","):
+        name, _, weight = part.partition("=")
+        if not name.strip():
+            raise CommandError(f"--queues: bad entry {part!r}; use name=weight,...")
+        try:
+            queues[name.strip()] = int(weight or 1)
+        except ValueError:
+            raise CommandError(f"--queues: weight of {name!r} must be an integer") from None
+    return queues
+
+
+class Command(BaseCommand):
+    help = "Run django.tasks functions enqueued through conveyor.django_tasks.ConveyorBackend."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--url", default=os.environ.get("CONVEYOR_URL", "http://127.0.0.1:8080"), help="node URL")
+        parser.add_argument("--token", default=os.environ.get("CONVEYOR_TOKEN"), help="API token (default $CONVEYOR_TOKEN)")
+        parser.add_argument("--queues", default="default=1", help="queues and weights, e.g. default=1,emails=3")
+        parser.add_argument("--concurrency", type=int, default=8)
+
+    def handle(self, *args: Any, url: str, token: str | None, queues: str, concurrency: int, **options: Any) -> None:
+        logging.getLogger("conveyor").setLevel(logging.INFO)
+        worker = Worker(url, queues=parse_queues(queues), concurrency=concurrency, token=token)
+
+        @worker.task("*")
+        def run(task: Task) -> Any:
+            if not task.type.startswith(TYPE_PREFIX):
+                raise LookupError(f"no handler for task type {task.type!r}")
+            close_old_connections()
+            try:
+                return run_django_task(
+                    task.type, task.payload or {}, task_id=task.id, attempt=task.attempt, started_at=datetime.now(UTC)
+                )
+            finally:
+                close_old_connections()
+
+        self.stdout.write(f"conveyor_worker: serving {queues} from {url} (concurrency {concurrency}); Ctrl-C to stop")
+        worker.run()
