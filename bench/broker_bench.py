@@ -17,7 +17,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import ROOT, fresh_database, rate, timed  # noqa: E402
+from bench.common import ROOT, fresh_database, rate, timed
 
 
 def run_inner(tasks: int) -> dict[str, float]:

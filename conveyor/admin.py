@@ -14,7 +14,16 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from conveyor.broker import get_broker
-from conveyor.models import CronEntry, GroupConfig, Node, Queue, Task, TaskDependency, WebhookRegistration, WorkerSession
+from conveyor.models import (
+    CronEntry,
+    GroupConfig,
+    Node,
+    Queue,
+    Task,
+    TaskDependency,
+    WebhookRegistration,
+    WorkerSession,
+)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

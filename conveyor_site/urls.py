@@ -5,9 +5,9 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from conveyor import health
-from conveyor.metrics import metrics_view
 from conveyor.api.connect import connect_call
 from conveyor.api.events import events_stream
+from conveyor.metrics import metrics_view
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
@@ -187,10 +188,8 @@ def main() -> None:
     endpoint = Endpoint(secrets, args.conveyor, args.log)
     server = ThreadingHTTPServer((args.host, args.port), make_handler(endpoint))
     print(f"webhook endpoint listening on http://{args.host}:{server.server_address[1]}/ ({'signed' if secrets else 'unsigned'})", flush=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
-    except KeyboardInterrupt:
-        pass
 
 
 if __name__ == "__main__":

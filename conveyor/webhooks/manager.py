@@ -10,6 +10,7 @@ dashboard) takes effect within about a second.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -78,10 +79,8 @@ class WebhookManager:
             except Exception:
                 logger.exception("webhook reconcile failed; retrying")
             self._kick.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._kick.wait(), RECONCILE_EVERY)
-            except TimeoutError:
-                pass
 
     async def reconcile(self) -> None:
         registrations = await self.node.db.run(self.node.broker.list_webhooks)

@@ -10,9 +10,9 @@ import itertools
 import signal
 import statistics
 import time
+from datetime import datetime
 
 import pytest
-from datetime import datetime
 
 from tests.e2e.support import max_overlap, read_events, wait_for
 
