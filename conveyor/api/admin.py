@@ -2,25 +2,34 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from conveyor import __version__
 from conveyor.api import parse, render, schemas
 from conveyor.api.errors import error_body
+from conveyor.api.views import ApiView
 from conveyor.broker import get_broker
+from conveyor.broker.validation import check_queue_name, check_task_id
 from conveyor.exceptions import InvalidArgument
 from conveyor.models import Node, WebhookStatus, WorkerSession
 
 TASK_ACTIONS = ("cancel", "run", "archive", "delete", "reschedule")
+PAUSE_RESUME = ("pause", "resume")
 
 
-def body(request: Request) -> dict[str, Any]:
-    return parse.require_object(request.data if request.data is not None else {})
+IDS_FIELDS = ("ids", "process_at", "process_in")
+RESCHEDULE_FIELDS = ("process_at", "process_in")
+
+
+def body(request: Request, fields: tuple[str, ...] | list[str] = ()) -> dict[str, Any]:
+    """The JSON object of the request (empty when none was sent); refuse fields not in *fields*."""
+    data = parse.require_object(request.data if request.data is not None else {})
+    return parse.only_fields(data, fields)
 
 
 def id_results(results: list[Any]) -> Response:
@@ -42,35 +51,55 @@ def reschedule_args(data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class TaskActionView(APIView):
-    @extend_schema(operation_id="task_action", request=schemas.RescheduleRequest, responses={200: schemas.Task, 404: schemas.Error, 409: schemas.Error}, tags=["tasks"])
+def action_param(actions: tuple[str, ...] | list[str]) -> OpenApiParameter:
+    return OpenApiParameter("action", str, OpenApiParameter.PATH, enum=list(actions))
+
+
+def id_param(name: str, description: str) -> OpenApiParameter:
+    return OpenApiParameter(name, schemas.PATH_PARAMS[name], OpenApiParameter.PATH, description=description)
+
+
+SLASH_ID = "an id containing / cannot be addressed in a path: use the batch forms (ids in the body)"
+
+
+class TaskActionView(ApiView):
+    @extend_schema(
+        operation_id="task_action",
+        parameters=[id_param("task_id", SLASH_ID), action_param([a for a in TASK_ACTIONS if a != "delete"])],
+        request=schemas.RescheduleRequest,
+        responses={200: schemas.Task, 409: OpenApiResponse(schemas.Error, "failed_precondition: not in a state the action accepts")},
+        tags=["tasks"],
+    )
     def post(self, request: Request, task_id: str, action: str) -> Response:
-        """cancel | run | archive | reschedule one task."""
+        """cancel | run | archive | reschedule one task (reschedule takes process_at or process_in)."""
         broker = get_broker()
-        if action == "cancel":
-            task = broker.cancel_task(task_id)
-        elif action == "run":
-            task = broker.run_task(task_id)
-        elif action == "archive":
-            task = broker.archive_task(task_id)
-        elif action == "reschedule":
-            task = broker.reschedule_task(task_id, **reschedule_args(body(request)))
+        if action == "reschedule":
+            task = broker.reschedule_task(task_id, **reschedule_args(body(request, RESCHEDULE_FIELDS)))
+        elif action in ("cancel", "run", "archive"):
+            body(request)  # these take no fields
+            task = getattr(broker, f"{action}_task")(task_id)
         else:
             raise InvalidArgument("action", f"must be one of {', '.join(a for a in TASK_ACTIONS if a != 'delete')}")
         return Response(render.task(task))
 
 
-class TaskBatchActionView(APIView):
-    @extend_schema(operation_id="task_batch_action", request=schemas.IdsRequest, responses={200: schemas.IdResults, 400: schemas.Error}, tags=["tasks"])
+class TaskBatchActionView(ApiView):
+    @extend_schema(
+        operation_id="task_batch_action",
+        parameters=[action_param(TASK_ACTIONS)],
+        request=schemas.IdsRequest,
+        responses={200: schemas.IdResults},
+        tags=["tasks"],
+    )
     def post(self, request: Request, action: str) -> Response:
         """Apply cancel | run | archive | delete | reschedule to 1-1000 ids; results per id."""
-        data = body(request)
+        if action not in TASK_ACTIONS:
+            raise InvalidArgument("action", f"must be one of {', '.join(TASK_ACTIONS)}")
+        data = body(request, IDS_FIELDS if action == "reschedule" else ("ids",))
         ids = data.get("ids")
         broker = get_broker()
         if action == "reschedule":
             return id_results(broker.reschedule_tasks(ids, **reschedule_args(data)))  # type: ignore[arg-type]
-        if action not in TASK_ACTIONS:
-            raise InvalidArgument("action", f"must be one of {', '.join(TASK_ACTIONS)}")
         return id_results(getattr(broker, f"{action}_tasks")(ids))
 
 
@@ -85,7 +114,7 @@ def queue_json(q: Any) -> dict[str, Any]:
     }
 
 
-class QueueListView(APIView):
+class QueueListView(ApiView):
     @extend_schema(operation_id="list_queues", responses={200: schemas.QueueList}, tags=["queues"])
     def get(self, request: Request) -> Response:
         """Every queue with its paused flag and counts per state, sorted by name."""
@@ -102,53 +131,63 @@ class QueueListView(APIView):
         return Response({"queues": queues})
 
 
-class QueueActionView(APIView):
-    @extend_schema(operation_id="queue_action", request=None, responses={200: schemas.Ok}, tags=["queues"])
+class QueueActionView(ApiView):
+    @extend_schema(
+        operation_id="queue_action",
+        parameters=[action_param(PAUSE_RESUME)],
+        request=None,
+        responses={200: schemas.QueuePaused},
+        tags=["queues"],
+    )
     def post(self, request: Request, name: str, action: str) -> Response:
         """pause | resume a queue (takes effect on live dispatchers at once)."""
-        if action not in ("pause", "resume"):
+        if action not in PAUSE_RESUME:
             raise InvalidArgument("action", "must be pause or resume")
+        body(request)
         get_broker().set_queue_paused(name, action == "pause")
         return Response({"queue": name, "paused": action == "pause"})
 
 
-class QueuePolicyView(APIView):
-    @extend_schema(operation_id="set_queue_policy", request=schemas.PolicyRequest, responses={200: schemas.Ok}, tags=["queues"])
+class QueuePolicyView(ApiView):
+    @extend_schema(operation_id="set_queue_policy", request=schemas.PolicyRequest, responses={200: schemas.QueuePolicy}, tags=["queues"])
     def put(self, request: Request, name: str) -> Response:
         """Set the ordering policy: fifo (default), lifo or random."""
-        policy = body(request).get("policy")
+        policy = body(request, ("policy",)).get("policy")
         get_broker().set_queue_policy(name, policy)  # type: ignore[arg-type]
         return Response({"queue": name, "policy": policy})
 
 
-class RateLimitView(APIView):
+class RateLimitView(ApiView):
     @extend_schema(operation_id="set_rate_limit", request=schemas.RateLimit, responses={200: schemas.RateLimit}, tags=["limits"])
     def put(self, request: Request, name: str) -> Response:
         """Limit a queue to `rate` tasks/s with a bucket of `burst` (shared by all nodes)."""
-        data = body(request)
-        limit = get_broker().set_rate_limit(name, data.get("rate"), data.get("burst", 1))  # type: ignore[arg-type]
+        data = body(request, ("rate", "burst"))
+        burst = data.get("burst")
+        limit = get_broker().set_rate_limit(name, data.get("rate"), 1 if burst is None else burst)  # type: ignore[arg-type]
         return Response({"queue": limit.queue, "rate": limit.rate, "burst": limit.burst})
 
     @extend_schema(operation_id="delete_rate_limit", responses={204: None}, tags=["limits"])
     def delete(self, request: Request, name: str) -> Response:
-        get_broker().delete_rate_limit(name)
+        """Remove the queue's rate limit (none set is fine)."""
+        get_broker().delete_rate_limit(check_queue_name(name))
         return Response(status=204)
 
 
-class ConcurrencyLimitView(APIView):
+class ConcurrencyLimitView(ApiView):
     @extend_schema(operation_id="set_concurrency_limit", request=schemas.ConcurrencyLimit, responses={200: schemas.ConcurrencyLimit}, tags=["limits"])
     def put(self, request: Request, name: str) -> Response:
         """At most `limit` active tasks per concurrency key in this queue."""
-        limit = get_broker().set_concurrency_limit(name, body(request).get("limit"))  # type: ignore[arg-type]
+        limit = get_broker().set_concurrency_limit(name, body(request, ("limit",)).get("limit"))  # type: ignore[arg-type]
         return Response({"queue": limit.queue, "limit": limit.limit})
 
     @extend_schema(operation_id="delete_concurrency_limit", responses={204: None}, tags=["limits"])
     def delete(self, request: Request, name: str) -> Response:
-        get_broker().delete_concurrency_limit(name)
+        """Remove the queue's concurrency limit (none set is fine)."""
+        get_broker().delete_concurrency_limit(check_queue_name(name))
         return Response(status=204)
 
 
-class LimitListView(APIView):
+class LimitListView(ApiView):
     @extend_schema(operation_id="list_limits", responses={200: schemas.Limits}, tags=["limits"])
     def get(self, request: Request) -> Response:
         """Every rate and concurrency limit, ordered by queue."""
@@ -161,7 +200,7 @@ class LimitListView(APIView):
         )
 
 
-class GroupConfigView(APIView):
+class GroupConfigView(ApiView):
     mutating = {"PUT", "DELETE"}
 
     @extend_schema(operation_id="list_groups", responses={200: schemas.Groups}, tags=["groups"])
@@ -178,13 +217,13 @@ class GroupConfigView(APIView):
             }
         )
 
-    @extend_schema(operation_id="set_group_config", request=schemas.GroupConfig, responses={200: schemas.GroupConfig}, tags=["groups"])
+    @extend_schema(operation_id="set_group_config", request=schemas.GroupConfigRequest, responses={200: schemas.GroupConfig}, tags=["groups"])
     def put(self, request: Request) -> Response:
         """Set thresholds for (queue, group); group "" is the queue's default."""
-        data = body(request)
+        data = body(request, ("queue", "group", "max_size", "max_delay", "grace"))
         cfg = get_broker().set_group_config(
             data.get("queue"),  # type: ignore[arg-type]
-            data.get("group") or "",
+            parse.optional_text(data.get("group"), "group") or "",
             max_size=data.get("max_size"),
             max_delay=parse.parse_seconds(data.get("max_delay"), "max_delay"),
             grace=parse.parse_seconds(data.get("grace"), "grace"),
@@ -193,27 +232,37 @@ class GroupConfigView(APIView):
 
     @extend_schema(
         operation_id="delete_group_config",
-        parameters=[OpenApiParameter("queue", str, required=True), OpenApiParameter("group", str)],
+        parameters=[
+            OpenApiParameter("queue", {"type": "string", "pattern": schemas.QUEUE_PATTERN, "maxLength": 100}, required=True),
+            OpenApiParameter("group", str, description="absent: the queue-wide default"),
+        ],
         responses={204: None},
         tags=["groups"],
     )
     def delete(self, request: Request) -> Response:
-        queue = request.query_params.get("queue")
-        if not queue:
-            raise InvalidArgument("queue", "is required")
+        """Remove the config of (queue, group); group absent: the queue default."""
+        queue = check_queue_name(request.query_params.get("queue"))
         get_broker().delete_group_config(queue, request.query_params.get("group") or "")
         return Response(status=204)
+
+
+def check_name(name: str) -> str:
+    """A webhook registration name (as the broker stores them)."""
+    if len(name) > 100 or not re.fullmatch(schemas.NAME_PATTERN, name):
+        raise InvalidArgument("name", "must be 1-100 letters, digits and . _ - (starting with a letter or digit)")
+    return name
 
 
 def vars_of(obj: Any) -> dict[str, Any]:
     return dict(vars(obj))
 
 
-class CronListView(APIView):
+class CronListView(ApiView):
     mutating = {"POST"}
 
     @extend_schema(operation_id="list_cron", responses={200: schemas.CronList}, tags=["cron"])
     def get(self, request: Request) -> Response:
+        """Every cron entry, by id."""
         return Response({"entries": [render.cron_entry(e) for e in get_broker().list_cron_entries()]})
 
     @extend_schema(operation_id="upsert_cron", request=schemas.CronRequest, responses={200: schemas.CronEntry}, tags=["cron"])
@@ -223,29 +272,45 @@ class CronListView(APIView):
         return Response(render.cron_entry(entry))
 
 
-class CronDetailView(APIView):
+class CronDetailView(ApiView):
     mutating = {"PUT", "DELETE"}
 
-    @extend_schema(operation_id="get_cron", responses={200: schemas.CronEntry, 404: schemas.Error}, tags=["cron"])
+    @extend_schema(operation_id="get_cron", parameters=[id_param("entry_id", SLASH_ID)], responses={200: schemas.CronEntry}, tags=["cron"])
     def get(self, request: Request, entry_id: str) -> Response:
+        """Read one cron entry."""
         return Response(render.cron_entry(get_broker().get_cron_entry(entry_id)))
 
-    @extend_schema(operation_id="put_cron", request=schemas.CronRequest, responses={200: schemas.CronEntry}, tags=["cron"])
+    @extend_schema(
+        operation_id="put_cron",
+        parameters=[id_param("entry_id", SLASH_ID)],
+        request=schemas.CronPutRequest,
+        responses={200: schemas.CronEntry},
+        tags=["cron"],
+    )
     def put(self, request: Request, entry_id: str) -> Response:
+        """Create or replace the entry with this id (the body's id, if any, must match)."""
         return Response(render.cron_entry(get_broker().upsert_cron_entry(parse.parse_cron(request.data, entry_id))))
 
-    @extend_schema(operation_id="delete_cron", responses={204: None}, tags=["cron"])
+    @extend_schema(operation_id="delete_cron", parameters=[id_param("entry_id", SLASH_ID)], responses={204: None}, tags=["cron"])
     def delete(self, request: Request, entry_id: str) -> Response:
-        get_broker().delete_cron_entry(entry_id)
+        """Delete an entry (an absent one is fine)."""
+        get_broker().delete_cron_entry(check_task_id(entry_id, "entry_id"))
         return Response(status=204)
 
 
-class CronActionView(APIView):
-    @extend_schema(operation_id="cron_action", request=None, responses={200: schemas.CronEntry}, tags=["cron"])
+class CronActionView(ApiView):
+    @extend_schema(
+        operation_id="cron_action",
+        parameters=[id_param("entry_id", SLASH_ID), action_param(PAUSE_RESUME)],
+        request=None,
+        responses={200: schemas.CronEntry},
+        tags=["cron"],
+    )
     def post(self, request: Request, entry_id: str, action: str) -> Response:
         """pause | resume an entry (resuming does not replay missed slots)."""
-        if action not in ("pause", "resume"):
+        if action not in PAUSE_RESUME:
             raise InvalidArgument("action", "must be pause or resume")
+        body(request)
         return Response(render.cron_entry(get_broker().set_cron_paused(entry_id, action == "pause")))
 
 
@@ -253,7 +318,7 @@ def webhook_json(reg: Any) -> dict[str, Any]:
     return render.webhook(reg, WebhookStatus.objects.filter(name=reg.name).first())
 
 
-class WebhookListView(APIView):
+class WebhookListView(ApiView):
     mutating = {"POST"}
 
     @extend_schema(operation_id="list_webhooks", responses={200: schemas.WebhookList}, tags=["webhooks"])
@@ -267,29 +332,39 @@ class WebhookListView(APIView):
         return Response(webhook_json(get_broker().upsert_webhook(parse.parse_webhook(request.data))))
 
 
-class WebhookDetailView(APIView):
+class WebhookDetailView(ApiView):
     mutating = {"PUT", "DELETE"}
 
-    @extend_schema(operation_id="get_webhook", responses={200: schemas.Webhook, 404: schemas.Error}, tags=["webhooks"])
+    @extend_schema(operation_id="get_webhook", responses={200: schemas.Webhook}, tags=["webhooks"])
     def get(self, request: Request, name: str) -> Response:
+        """Read one registration with its live status (never its secrets)."""
         return Response(webhook_json(get_broker().get_webhook(name)))
 
-    @extend_schema(operation_id="put_webhook", request=schemas.WebhookRequest, responses={200: schemas.Webhook}, tags=["webhooks"])
+    @extend_schema(operation_id="put_webhook", request=schemas.WebhookPutRequest, responses={200: schemas.Webhook}, tags=["webhooks"])
     def put(self, request: Request, name: str) -> Response:
+        """Create or replace the registration with this name (every field)."""
         return Response(webhook_json(get_broker().upsert_webhook(parse.parse_webhook(request.data, name))))
 
     @extend_schema(operation_id="delete_webhook", responses={204: None}, tags=["webhooks"])
     def delete(self, request: Request, name: str) -> Response:
-        get_broker().delete_webhook(name)
+        """Delete a registration (an absent one is fine)."""
+        get_broker().delete_webhook(check_name(name))
         return Response(status=204)
 
 
-class WebhookActionView(APIView):
-    @extend_schema(operation_id="webhook_action", request=None, responses={200: schemas.Webhook}, tags=["webhooks"])
+class WebhookActionView(ApiView):
+    @extend_schema(
+        operation_id="webhook_action",
+        parameters=[action_param(PAUSE_RESUME)],
+        request=None,
+        responses={200: schemas.Webhook},
+        tags=["webhooks"],
+    )
     def post(self, request: Request, name: str, action: str) -> Response:
         """pause | resume a registration (pausing drains its gateway)."""
-        if action not in ("pause", "resume"):
+        if action not in PAUSE_RESUME:
             raise InvalidArgument("action", "must be pause or resume")
+        body(request)
         return Response(webhook_json(get_broker().set_webhook_paused(name, action == "pause")))
 
 
@@ -307,14 +382,14 @@ def session_json(s: WorkerSession) -> dict[str, Any]:
     }
 
 
-class WorkerListView(APIView):
+class WorkerListView(ApiView):
     @extend_schema(operation_id="list_workers", responses={200: schemas.WorkerList}, tags=["cluster"])
     def get(self, request: Request) -> Response:
         """Connected worker sessions on every node."""
         return Response({"workers": [session_json(s) for s in WorkerSession.objects.order_by("connected_at")]})
 
 
-class ClusterView(APIView):
+class ClusterView(ApiView):
     @extend_schema(operation_id="cluster_info", responses={200: schemas.Cluster}, tags=["cluster"])
     def get(self, request: Request) -> Response:
         """Live nodes (with the sweepers each leads) and their worker sessions."""
@@ -336,7 +411,7 @@ class ClusterView(APIView):
         return Response({"nodes": nodes})
 
 
-class InfoView(APIView):
+class InfoView(ApiView):
     @extend_schema(operation_id="broker_info", responses={200: schemas.Info}, tags=["cluster"])
     def get(self, request: Request) -> Response:
         """Server version, database driver and time."""

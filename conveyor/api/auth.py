@@ -78,8 +78,10 @@ class ConveyorAccess(BasePermission):
 
 
 def is_mutation(method: str, view: Any) -> bool:
-    if getattr(view, "producer", False) or method in SAFE_METHODS:
+    if method in SAFE_METHODS:
         return False
+    if getattr(view, "producer", False) and method == "POST":
+        return False  # enqueue: producers keep working in read-only mode
     mutating = getattr(view, "mutating", True)
     if isinstance(mutating, bool):
         return mutating

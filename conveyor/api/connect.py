@@ -115,7 +115,7 @@ def _id_results(results: list[Any]) -> dict[str, Any]:
         if r.task is not None:
             item["task"] = task_out(r.task)
         if r.error is not None:
-            item["error"] = {"code": r.error.connect_code, "message": r.error.message}
+            item["error"] = item_error(r.error)
         out.append(item)
     return {"results": out}
 
@@ -131,22 +131,48 @@ def enqueue(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def enqueue_batch(data: dict[str, Any]) -> dict[str, Any]:
-    specs = [parse.parse_task(task_in(t)) for t in parse.parse_task_list(data)]
-    results = []
-    for r in get_broker().enqueue_batch(specs):
-        item: dict[str, Any] = {"index": r.index}
+    """Each item succeeds or fails alone; a refused item's error names its index."""
+    from conveyor.api.tasks import task_items, with_index
+
+    items = task_items(data)
+    results: list[dict[str, Any]] = [{} for _ in items]
+    valid: list[tuple[int, Any]] = []
+    for i, item in enumerate(items):
+        try:
+            valid.append((i, parse.parse_task(task_in(item))))
+        except InvalidArgument as exc:
+            results[i] = {"index": i, "error": item_error(with_index(exc, i))}
+    stored = get_broker().enqueue_batch([spec for _, spec in valid]) if valid else []
+    for (index, _), r in zip(valid, stored, strict=True):
         if r.error is not None:
-            item["error"] = {"code": r.error.connect_code, "message": r.error.message}
+            results[index] = {"index": index, "error": item_error(with_index(r.error, index))}
         else:
-            item["task"] = task_out(r.task)
-            item["created"] = r.created
-        results.append(item)
+            results[index] = {"index": index, "task": task_out(r.task), "created": r.created}
     return {"results": results}
+
+
+def item_error(exc: ConveyorError) -> dict[str, Any]:
+    exc = connect_names(exc)
+    return {"code": exc.connect_code, "message": exc.message}
+
+
+def connect_names(exc: ConveyorError) -> ConveyorError:
+    """Name a refused field as the client wrote it (camelCase)."""
+    if isinstance(exc, InvalidArgument) and exc.field:
+        return InvalidArgument(camel_path(exc.field), exc.reason, index=exc.index)
+    return exc
+
+
+def camel_path(field: str) -> str:
+    """``depends_on[0].task_id`` -> ``dependsOn[0].taskId``."""
+    return re.sub(r"[A-Za-z0-9_]+", lambda m: camel(m.group(0)), field)
 
 
 def enqueue_tx(data: dict[str, Any]) -> dict[str, Any]:
     specs = []
-    for i, item in enumerate(parse.parse_task_list(data)):
+    from conveyor.api.tasks import task_items
+
+    for i, item in enumerate(task_items(data)):
         try:
             specs.append(parse.parse_task(task_in(item)))
         except InvalidArgument as exc:
@@ -250,11 +276,15 @@ def list_group_configs(data: dict[str, Any]) -> dict[str, Any]:
 
 def list_tasks(data: dict[str, Any]) -> dict[str, Any]:
     state = enum_value(data.get("state"), "TASK_STATE_") if data.get("state") else None
+    limit = data.get("limit") or data.get("pageSize")
+    if isinstance(limit, str) and limit.isascii() and limit.isdigit():
+        limit = int(limit)  # protobuf JSON may write integers as strings
     page = get_broker().list_tasks(
         queue=data.get("queue") or None,
         state=state or None,
         type=data.get("type") or None,
-        limit=data.get("limit") or data.get("pageSize"),
+        search=data.get("search") or None,
+        limit=limit,
         page_token=data.get("pageToken") or None,
     )
     return {"tasks": [task_out(t) for t in page.tasks], "nextPageToken": page.next_page_token or ""}
@@ -410,8 +440,8 @@ ADMIN_WRITES: dict[str, Handler] = {
 }
 
 
-def connect_error(code: str, message: str) -> JsonResponse:
-    return JsonResponse({"code": code, "message": message}, status=CONNECT_HTTP_STATUS.get(code, 500))
+def connect_error(code: str, message: str, status: int | None = None) -> JsonResponse:
+    return JsonResponse({"code": code, "message": message}, status=status or CONNECT_HTTP_STATUS.get(code, 500))
 
 
 def _authenticated(request: HttpRequest) -> bool:
@@ -424,10 +454,13 @@ def _authenticated(request: HttpRequest) -> bool:
 @csrf_exempt
 def connect_call(request: HttpRequest, service: str, method: str) -> JsonResponse:
     if request.method != "POST":
-        return connect_error("unimplemented", "Connect unary calls use POST")
+        response = connect_error("unimplemented", "Connect unary calls use POST", status=405)
+        response["Allow"] = "POST"
+        return response
     content_type = (request.content_type or "").lower()
     if content_type not in ("application/json", ""):
-        return connect_error("unimplemented", f"content type {content_type!r} is not supported; send application/json")
+        # The protocol: an unsupported codec is HTTP 415.
+        return connect_error("unimplemented", f"content type {content_type!r} is not supported; send application/json", status=415)
     handler, guard = _route(service, method)
     if handler is None:
         return connect_error("unimplemented", f"{service}/{method} is not implemented")
@@ -436,14 +469,19 @@ def connect_call(request: HttpRequest, service: str, method: str) -> JsonRespons
     if guard == "write" and conveyor_settings.READ_ONLY:
         return connect_error("permission_denied", "the server is in read-only mode")
     try:
-        data = json.loads(request.body or b"{}")
+        data = json.loads(request.body or b"{}", parse_constant=_not_json)
         if not isinstance(data, dict):
             raise InvalidArgument("", "the request body must be a JSON object")
         return JsonResponse(handler(data))
-    except json.JSONDecodeError as exc:
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, bad UTF-8, absurd nesting
         return connect_error("invalid_argument", f"the request body is not JSON: {exc}")
     except ConveyorError as exc:
+        exc = connect_names(exc)
         return connect_error(exc.connect_code, exc.message)
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
 
 
 def _route(service: str, method: str) -> tuple[Handler | None, str]:

@@ -22,25 +22,31 @@ from conveyor.api.auth import auth_required, bearer_from_header, token_valid
 from conveyor.dispatch.groups import EVENTS_GROUP
 
 KEEPALIVE = 15.0
+CLOSE_UNAUTHENTICATED = 4401  # as on /ws/worker
 
 
 class EventFilter:
-    def __init__(self, queues: list[str], types: list[str]) -> None:
+    """Keep events of these queues, task types and event kinds (an empty set keeps all)."""
+
+    def __init__(self, queues: list[str], types: list[str], kinds: list[str] | tuple[str, ...] = ()) -> None:
         self.queues = set(queues)
         self.types = set(types)
+        self.kinds = set(kinds)
 
     @classmethod
     def from_query(cls, query: dict[str, list[str]]) -> EventFilter:
         def values(key: str) -> list[str]:
             return [v for raw in query.get(key, []) for v in raw.split(",") if v]
 
-        return cls(values("queue"), values("type"))
+        return cls(values("queue"), values("type"), values("kind"))
 
     def select(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [
             e
             for e in events
-            if (not self.queues or e["queue"] in self.queues) and (not self.types or e["type"] in self.types)
+            if (not self.queues or e["queue"] in self.queues)
+            and (not self.types or e["type"] in self.types)
+            and (not self.kinds or e["kind"] in self.kinds)
         ]
 
 
@@ -49,15 +55,21 @@ def _staff(user: Any) -> bool:
 
 
 class EventsConsumer(AsyncWebsocketConsumer):
-    """``/ws/events?queue=a,b&type=x``: batches of events as ``{"events": [...]}``."""
+    """``/ws/events?queue=a,b&type=x&kind=completed``: batches of events as ``{"events": [...]}``."""
 
     async def connect(self) -> None:
+        self.joined = False
         if not await self._allowed():
-            await self.close(code=4401)
+            # Accept first: a close before the handshake completes reaches the
+            # client as a bare HTTP 403, and the 4401 (and why) would be lost.
+            await self.accept()
+            await self.send(text_data=json.dumps({"error": "unauthenticated", "message": "a valid bearer token is required"}))
+            await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         query = parse_qs(self.scope.get("query_string", b"").decode())
         self.filter = EventFilter.from_query(query)
         await self.channel_layer.group_add(EVENTS_GROUP, self.channel_name)
+        self.joined = True
         await self.accept()
 
     async def _allowed(self) -> bool:
@@ -72,7 +84,8 @@ class EventsConsumer(AsyncWebsocketConsumer):
         return await database_sync_to_async(_staff)(user) if user is not None else False
 
     async def disconnect(self, code: int) -> None:
-        await self.channel_layer.group_discard(EVENTS_GROUP, self.channel_name)
+        if self.joined:
+            await self.channel_layer.group_discard(EVENTS_GROUP, self.channel_name)
 
     async def conveyor_events(self, message: dict[str, Any]) -> None:
         events = self.filter.select(message["events"])
@@ -81,7 +94,7 @@ class EventsConsumer(AsyncWebsocketConsumer):
 
 
 async def events_stream(request: HttpRequest) -> StreamingHttpResponse | JsonResponse:
-    """``GET /api/v1/events?queue=&type=``: the same events as server-sent events."""
+    """``GET /api/v1/events?queue=&type=&kind=``: the same events as server-sent events."""
     if auth_required() and not await _request_allowed(request):
         response = JsonResponse({"error": "unauthenticated", "message": "a valid bearer token is required"}, status=401)
         response["WWW-Authenticate"] = 'Bearer realm="conveyor"'

@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -25,10 +27,53 @@ TASK_FIELDS = {
 }  # fmt: skip
 
 
+CRON_FIELDS = {
+    "id", "spec", "task_type", "type", "queue", "json", "payload", "content_type", "timezone", "options", "paused",
+}  # fmt: skip
+WEBHOOK_FIELDS = {
+    "name", "url", "queues", "concurrency", "secrets", "secret", "batch_types", "request_timeout", "paused",
+}  # fmt: skip
+
+
 def require_object(data: Any, field: str = "") -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InvalidArgument(field, "must be a JSON object")
     return data
+
+
+def only_fields(data: dict[str, Any], allowed: Iterable[str], where: str = "") -> dict[str, Any]:
+    """Refuse a key not in *allowed* (a typo must not pass silently as a default)."""
+    allowed = set(allowed)
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        name = unknown[0]
+        hint = snake_case(name)
+        message = "is not a field here" if not allowed else "is not a known field"
+        if hint != name and hint in allowed:
+            message += f" (did you mean {hint}?)"
+        raise InvalidArgument(f"{where}.{name}" if where else name, message)
+    return data
+
+
+def snake_case(name: str) -> str:
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
+
+
+def parse_bool(value: Any, field: str, default: bool = False) -> bool:
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise InvalidArgument(field, "must be true or false")
+    return value
+
+
+def optional_text(value: Any, field: str) -> Any:
+    """A string field where "" and null mean absent; other types are refused here."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InvalidArgument(field, "must be a string")
+    return value
 
 
 def parse_time(value: Any, field: str) -> datetime | None:
@@ -90,6 +135,7 @@ def parse_dependencies(value: Any) -> list[Dependency]:
         if isinstance(item, str):
             deps.append(Dependency(item))
         elif isinstance(item, dict):
+            only_fields(item, ("task_id", "on_failure"), f"depends_on[{i}]")
             deps.append(Dependency(item.get("task_id"), item.get("on_failure") or "block"))  # type: ignore[arg-type]
         else:
             raise InvalidArgument(f"depends_on[{i}]", "must be a task id or {task_id, on_failure}")
@@ -99,7 +145,7 @@ def parse_dependencies(value: Any) -> list[Dependency]:
 def parse_retry_policy(value: Any) -> RetrySpec | None:
     if value is None:
         return None
-    data = require_object(value, "retry_policy")
+    data = only_fields(require_object(value, "retry_policy"), ("kind", "base", "cap"), "retry_policy")
     return RetrySpec(
         kind=data.get("kind"),
         base=parse_seconds(data.get("base"), "retry_policy.base"),
@@ -108,18 +154,12 @@ def parse_retry_policy(value: Any) -> RetrySpec | None:
 
 
 def parse_task(data: Any) -> TaskSpec:
-    data = require_object(data)
-    unknown = sorted(set(data) - TASK_FIELDS)
-    if unknown:
-        raise InvalidArgument(unknown[0], "is not a task field")
+    data = only_fields(require_object(data), TASK_FIELDS)
     payload, content_type = parse_payload(data)
-    unique = data.get("unique", False)
-    if not isinstance(unique, bool):
-        raise InvalidArgument("unique", "must be true or false")
     return TaskSpec(
         type=data.get("type"),  # type: ignore[arg-type]
-        queue=data.get("queue") or "default",
-        id=data.get("id") or None,
+        queue=optional_text(data.get("queue"), "queue") or "default",
+        id=optional_text(data.get("id"), "id"),
         payload=payload,
         content_type=content_type,
         priority=data.get("priority"),
@@ -130,7 +170,7 @@ def parse_task(data: Any) -> TaskSpec:
         expires_in=parse_seconds(data.get("expires_in"), "expires_in"),
         unique_key=data.get("unique_key") or None,
         unique_ttl=parse_seconds(data.get("unique_ttl"), "unique_ttl"),
-        unique=unique,
+        unique=parse_bool(data.get("unique"), "unique"),
         group=data.get("group") or None,
         concurrency_key=data.get("concurrency_key") or None,
         depends_on=parse_dependencies(data.get("depends_on")),
@@ -143,7 +183,7 @@ def parse_task(data: Any) -> TaskSpec:
 
 
 def parse_task_list(data: Any) -> list[Any]:
-    data = require_object(data)
+    data = only_fields(require_object(data), ("tasks",))
     tasks = data.get("tasks")
     if not isinstance(tasks, list):
         raise InvalidArgument("tasks", "must be a list of tasks")
@@ -151,34 +191,51 @@ def parse_task_list(data: Any) -> list[Any]:
 
 
 def parse_cron(data: Any, entry_id: str | None = None) -> CronSpec:
-    data = require_object(data)
+    data = only_fields(require_object(data), CRON_FIELDS)
     payload, content_type = parse_payload(data)
     options = data.get("options") or {}
     return CronSpec(
-        id=entry_id or data.get("id"),  # type: ignore[arg-type]
+        id=same_name(entry_id, data.get("id"), "id"),  # type: ignore[arg-type]
         spec=data.get("spec"),  # type: ignore[arg-type]
         task_type=data.get("task_type") or data.get("type"),  # type: ignore[arg-type]
-        queue=data.get("queue") or "default",
+        queue=optional_text(data.get("queue"), "queue") or "default",
         payload=payload,
         content_type=content_type,
-        timezone=data.get("timezone") or "UTC",
+        timezone=optional_text(data.get("timezone"), "timezone") or "UTC",
         options=require_object(options, "options"),
-        paused=bool(data.get("paused", False)),
+        paused=parse_bool(data.get("paused"), "paused"),
     )
 
 
+def same_name(from_path: str | None, from_body: Any, field: str) -> Any:
+    """The id/name of a PUT comes from the path; a different one in the body is refused."""
+    if from_path is None:
+        return from_body
+    if from_body not in (None, "", from_path):
+        raise InvalidArgument(field, f"must match the path ({from_path!r}) or be left out")
+    return from_path
+
+
 def parse_webhook(data: Any, name: str | None = None) -> WebhookSpec:
-    data = require_object(data)
+    data = only_fields(require_object(data), WEBHOOK_FIELDS)
     secrets = data.get("secrets")
-    if secrets is None and data.get("secret"):
+    if secrets is not None and not isinstance(secrets, list):
+        raise InvalidArgument("secrets", "must be a list of strings (newest first)")
+    if data.get("secret") not in (None, ""):
+        if secrets is not None:
+            raise InvalidArgument("secret", "give either secrets or secret, not both")
         secrets = [data["secret"]]
+    batch_types = data.get("batch_types")
+    if batch_types is not None and not isinstance(batch_types, list):
+        raise InvalidArgument("batch_types", "must be a list of task types")
+    concurrency = data.get("concurrency")
     return WebhookSpec(
-        name=name or data.get("name"),  # type: ignore[arg-type]
+        name=same_name(name, data.get("name"), "name"),  # type: ignore[arg-type]
         url=data.get("url"),  # type: ignore[arg-type]
         queues=data.get("queues"),  # type: ignore[arg-type]
-        concurrency=data.get("concurrency", 10),
+        concurrency=10 if concurrency is None else concurrency,
         secrets=secrets or [],
-        batch_types=data.get("batch_types") or [],
+        batch_types=batch_types or [],
         request_timeout=parse_seconds(data.get("request_timeout"), "request_timeout"),
-        paused=bool(data.get("paused", False)),
+        paused=parse_bool(data.get("paused"), "paused"),
     )

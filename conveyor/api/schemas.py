@@ -1,51 +1,107 @@
 """Serializers that describe request and response bodies for the OpenAPI schema.
 
 Requests are parsed by ``conveyor.api.parse`` and validated by the broker;
-these classes document the shapes (drf-spectacular reads them).
+these classes document the shapes (drf-spectacular reads them). Optional
+request fields accept ``null`` (and strings accept ``""``) meaning "absent",
+as protobuf JSON does; the schema says so, so a client generated from it
+may send them.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema_field
 from rest_framework import serializers as s
 
 STATES = ["scheduled", "pending", "active", "retry", "completed", "archived", "canceled", "aggregating", "blocked"]
+QUEUE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+TASK_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/+=-]*$"
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+# A query filter: empty means "any".
+OPTIONAL_QUEUE = {"type": "string", "pattern": r"^([A-Za-z0-9][A-Za-z0-9._-]*)?$", "maxLength": 100}
+
+
+class BearerTokenScheme(OpenApiAuthenticationExtension):
+    """``Authorization: Bearer <token>`` with a token from ``CONVEYOR_API_TOKENS``."""
+
+    target_class = "conveyor.api.auth.BearerTokenAuthentication"
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
+        return {"type": "http", "scheme": "bearer", "description": "an API token (CONVEYOR_API_TOKENS)"}
+
+
+@extend_schema_field(
+    {
+        "oneOf": [{"type": "string", "example": "30s"}, {"type": "number", "minimum": 0}],
+        "nullable": True,
+        "description": 'seconds, or a duration like "30s", "5m", "1h30m", "7d"',
+    }
+)
+class Duration(s.Field):
+    """A duration in a request that may be zero: seconds or a duration string."""
+
+
+@extend_schema_field(
+    {
+        "oneOf": [{"type": "string", "example": "30s"}, {"type": "number", "minimum": 0, "exclusiveMinimum": True}],
+        "nullable": True,
+        "description": 'seconds (> 0), or a duration like "30s", "5m", "1h30m", "7d"',
+    }
+)
+class PositiveDuration(s.Field):
+    """A duration in a request that must be longer than zero."""
+
+
+def opt(field: type[s.Field], **kwargs: Any) -> s.Field:
+    """An optional request field; null means absent (and "" too, for strings)."""
+    if issubclass(field, s.CharField) or field is s.ChoiceField:
+        kwargs.setdefault("allow_blank", True)
+    return field(required=False, allow_null=True, **kwargs)
+
+
+def queue_field(**kwargs: Any) -> s.Field:
+    return s.RegexField(QUEUE_PATTERN, max_length=100, **kwargs)
 
 
 class DependencyItem(s.Serializer):
-    task_id = s.CharField()
-    on_failure = s.ChoiceField(["block", "continue", "cascade_cancel"], default="block")
+    task_id = s.RegexField(TASK_ID_PATTERN, max_length=100)
+    on_failure = opt(s.ChoiceField, choices=["block", "continue", "cascade_cancel"], help_text="default block")
 
 
 class RetryPolicy(s.Serializer):
-    kind = s.ChoiceField(["exponential", "linear", "fixed"], required=False)
-    base = s.CharField(required=False, help_text='seconds or a duration like "2s"')
-    cap = s.CharField(required=False, help_text='seconds or a duration like "15m"')
+    kind = opt(s.ChoiceField, choices=["exponential", "linear", "fixed"], help_text="default exponential")
+    base = PositiveDuration(required=False, help_text="default 2s")
+    cap = PositiveDuration(required=False, help_text="default 15m")
 
 
 class EnqueueRequest(s.Serializer):
-    type = s.CharField(help_text="task type, the handler's routing key")
-    queue = s.CharField(required=False, default="default")
-    id = s.CharField(required=False, help_text="your id; re-sending it is idempotent")
-    json = s.JSONField(required=False, help_text="a JSON payload (any JSON value)")
-    payload = s.CharField(required=False, help_text="base64 bytes (instead of json)")
-    content_type = s.CharField(required=False)
-    priority = s.IntegerField(required=False, min_value=0, max_value=9)
-    max_retry = s.IntegerField(required=False, min_value=0)
-    process_at = s.DateTimeField(required=False)
-    process_in = s.CharField(required=False, help_text='delay: seconds or "30s", "5m"')
-    expires_at = s.DateTimeField(required=False)
-    expires_in = s.CharField(required=False)
-    unique_key = s.CharField(required=False)
-    unique_ttl = s.CharField(required=False)
-    unique = s.BooleanField(required=False)
-    group = s.CharField(required=False)
-    concurrency_key = s.CharField(required=False)
-    depends_on = DependencyItem(many=True, required=False)
-    timeout = s.CharField(required=False)
-    deadline = s.DateTimeField(required=False)
-    retention = s.CharField(required=False)
-    retry_policy = RetryPolicy(required=False)
-    metadata = s.DictField(child=s.CharField(), required=False)
+    type = s.CharField(max_length=200, help_text="task type, the handler's routing key")
+    queue = opt(s.RegexField, regex=QUEUE_PATTERN, max_length=100, help_text="default: default")
+    id = opt(s.RegexField, regex=TASK_ID_PATTERN, max_length=100, help_text="your id; re-sending it is idempotent")
+    json = s.JSONField(required=False, allow_null=True, help_text="a JSON payload (any JSON value)")
+    payload = opt(s.CharField, help_text="base64 bytes (instead of json)")
+    content_type = opt(s.CharField, help_text="application/json for json; application/octet-stream for payload")
+    priority = opt(s.IntegerField, min_value=0, max_value=9, help_text="1 lowest .. 9 highest; 0 or absent: 4")
+    max_retry = opt(s.IntegerField, min_value=0, max_value=10000, help_text="default 25")
+    process_at = opt(s.DateTimeField, help_text="RFC 3339; not with process_in")
+    process_in = Duration(required=False, help_text="delay; not with process_at")
+    expires_at = opt(s.DateTimeField, help_text="archive unless dispatched by then")
+    expires_in = PositiveDuration(required=False)
+    unique_key = opt(s.CharField, max_length=255)
+    unique_ttl = PositiveDuration(required=False, help_text="needs unique_key or unique")
+    unique = opt(s.BooleanField, help_text="derive the unique key from type and payload")
+    group = opt(s.CharField, max_length=200, help_text="aggregation group")
+    concurrency_key = opt(s.CharField, max_length=200)
+    depends_on = DependencyItem(many=True, required=False, allow_null=True, max_length=1000)
+    timeout = PositiveDuration(required=False, help_text="per-attempt running time limit")
+    deadline = opt(s.DateTimeField)
+    retention = Duration(required=False, help_text="keep the completed row this long")
+    retry_policy = RetryPolicy(required=False, allow_null=True)
+    metadata = s.DictField(child=s.CharField(allow_blank=True), required=False, allow_null=True)
 
 
 class Task(s.Serializer):
@@ -91,7 +147,7 @@ class Error(s.Serializer):
 
 
 class TaskList(s.Serializer):
-    tasks = EnqueueRequest(many=True)
+    tasks = EnqueueRequest(many=True, min_length=1, max_length=1000)
 
 
 class TaskListResponse(s.Serializer):
@@ -100,7 +156,7 @@ class TaskListResponse(s.Serializer):
 
 class BatchItem(s.Serializer):
     index = s.IntegerField()
-    created = s.BooleanField(required=False)
+    created = s.BooleanField(required=False, help_text="false: the id existed; the stored task is returned")
     task = Task(required=False)
     error = Error(required=False)
 
@@ -111,18 +167,18 @@ class BatchResults(s.Serializer):
 
 class TaskPage(s.Serializer):
     tasks = Task(many=True)
-    next_page_token = s.CharField(allow_null=True)
+    next_page_token = s.CharField(allow_null=True, help_text="set only when the page is full")
 
 
 class RescheduleRequest(s.Serializer):
-    process_at = s.DateTimeField(required=False)
-    process_in = s.CharField(required=False)
+    process_at = opt(s.DateTimeField, help_text="exactly one of process_at and process_in")
+    process_in = Duration(required=False)
 
 
 class IdsRequest(s.Serializer):
     ids = s.ListField(child=s.CharField(), min_length=1, max_length=1000)
-    process_at = s.DateTimeField(required=False, help_text="reschedule only")
-    process_in = s.CharField(required=False, help_text="reschedule only")
+    process_at = opt(s.DateTimeField, help_text="reschedule only")
+    process_in = Duration(required=False, help_text="reschedule only")
 
 
 class IdResult(s.Serializer):
@@ -136,15 +192,25 @@ class IdResults(s.Serializer):
     results = IdResult(many=True)
 
 
+@extend_schema_field({"type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": 1e6})
+class Rate(s.FloatField):
+    """Tasks per second, > 0."""
+
+
 class RateLimit(s.Serializer):
     queue = s.CharField(read_only=True)
-    rate = s.FloatField(help_text="tasks per second")
-    burst = s.IntegerField(default=1, min_value=1)
+    rate = Rate(help_text="tasks per second, > 0")
+    burst = s.IntegerField(required=False, allow_null=True, min_value=1, max_value=1_000_000, help_text="default 1")
 
 
 class ConcurrencyLimit(s.Serializer):
     queue = s.CharField(read_only=True)
-    limit = s.IntegerField(min_value=1)
+    limit = s.IntegerField(min_value=1, max_value=1_000_000)
+
+
+class QueueRateLimit(s.Serializer):
+    rate = s.FloatField()
+    burst = s.IntegerField()
 
 
 class Queue(s.Serializer):
@@ -154,7 +220,7 @@ class Queue(s.Serializer):
     counts = s.DictField(child=s.IntegerField())
     total = s.IntegerField()
     oldest_due_at = s.DateTimeField(allow_null=True)
-    rate_limit = RateLimit(allow_null=True)
+    rate_limit = QueueRateLimit(allow_null=True)
     concurrency_limit = s.IntegerField(allow_null=True)
 
 
@@ -166,8 +232,14 @@ class PolicyRequest(s.Serializer):
     policy = s.ChoiceField(["fifo", "lifo", "random"])
 
 
-class Ok(s.Serializer):
+class QueuePaused(s.Serializer):
     queue = s.CharField()
+    paused = s.BooleanField()
+
+
+class QueuePolicy(s.Serializer):
+    queue = s.CharField()
+    policy = s.ChoiceField(["fifo", "lifo", "random"])
 
 
 class Limits(s.Serializer):
@@ -175,12 +247,20 @@ class Limits(s.Serializer):
     concurrency_limits = ConcurrencyLimit(many=True)
 
 
+class GroupConfigRequest(s.Serializer):
+    queue = s.RegexField(QUEUE_PATTERN, max_length=100)
+    group = opt(s.CharField, max_length=200, help_text='"" or absent: the queue-wide default')
+    max_size = opt(s.IntegerField, min_value=1, max_value=100_000, help_text="default 100")
+    max_delay = PositiveDuration(required=False, help_text="default 1m")
+    grace = PositiveDuration(required=False, help_text="default 10s")
+
+
 class GroupConfig(s.Serializer):
     queue = s.CharField()
-    group = s.CharField(allow_blank=True, default="")
-    max_size = s.IntegerField(required=False)
-    max_delay = s.FloatField(required=False)
-    grace = s.FloatField(required=False)
+    group = s.CharField(allow_blank=True)
+    max_size = s.IntegerField()
+    max_delay = s.FloatField(help_text="seconds")
+    grace = s.FloatField(help_text="seconds")
 
 
 class GroupStat(s.Serializer):
@@ -196,17 +276,35 @@ class Groups(s.Serializer):
     groups = GroupStat(many=True)
 
 
+class CronOptions(s.Serializer):
+    """Options of the tasks an entry enqueues."""
+
+    priority = opt(s.IntegerField, min_value=0, max_value=9)
+    max_retry = opt(s.IntegerField, min_value=0, max_value=10000)
+    timeout = PositiveDuration(required=False)
+    retention = Duration(required=False)
+    expires_in = PositiveDuration(required=False)
+    metadata = s.DictField(child=s.CharField(allow_blank=True), required=False, allow_null=True)
+    unique_ttl = PositiveDuration(required=False, help_text="one live run per entry, for this long")
+    concurrency_key = opt(s.CharField, max_length=200)
+    group = opt(s.CharField, max_length=200)
+
+
 class CronRequest(s.Serializer):
-    id = s.CharField()
+    id = s.RegexField(TASK_ID_PATTERN, max_length=100, help_text="taken from the path on PUT")
     spec = s.CharField(help_text="5 fields (minute first) or 6 (seconds first), or @hourly etc.")
-    task_type = s.CharField()
-    queue = s.CharField(default="default")
-    json = s.JSONField(required=False)
-    payload = s.CharField(required=False)
-    content_type = s.CharField(required=False)
-    timezone = s.CharField(default="UTC")
-    options = s.DictField(required=False)
-    paused = s.BooleanField(default=False)
+    task_type = s.CharField(max_length=200)
+    queue = opt(s.RegexField, regex=QUEUE_PATTERN, max_length=100, help_text="default: default")
+    json = s.JSONField(required=False, allow_null=True)
+    payload = opt(s.CharField, help_text="base64 bytes (instead of json)")
+    content_type = opt(s.CharField)
+    timezone = opt(s.CharField, help_text="IANA name; default UTC")
+    options = CronOptions(required=False, allow_null=True)
+    paused = opt(s.BooleanField)
+
+
+class CronPutRequest(CronRequest):
+    id = opt(s.RegexField, regex=TASK_ID_PATTERN, max_length=100, help_text="the id in the path; may be left out")
 
 
 class CronEntry(s.Serializer):
@@ -228,15 +326,35 @@ class CronList(s.Serializer):
     entries = CronEntry(many=True)
 
 
+@extend_schema_field(
+    {
+        "type": "object",
+        "additionalProperties": {"type": "integer", "minimum": 1, "maximum": 1000},
+        "minProperties": 1,
+        "description": "queue name -> weight (1-1000)",
+        "example": {"email": 1},
+    }
+)
+class QueueWeights(s.DictField):
+    """At least one queue with its weight."""
+
+
 class WebhookRequest(s.Serializer):
-    name = s.CharField()
-    url = s.URLField()
-    queues = s.DictField(child=s.IntegerField(min_value=1))
-    concurrency = s.IntegerField(default=10, min_value=1)
-    secrets = s.ListField(child=s.CharField(), required=False, max_length=2, help_text="newest first; write-only")
-    batch_types = s.ListField(child=s.CharField(), required=False)
-    request_timeout = s.CharField(required=False)
-    paused = s.BooleanField(default=False)
+    name = s.RegexField(NAME_PATTERN, max_length=100, help_text="taken from the path on PUT")
+    url = s.URLField(max_length=2000, help_text="http:// or https://, no credentials")
+    queues = QueueWeights()
+    concurrency = opt(s.IntegerField, min_value=1, max_value=10_000, help_text="default 10")
+    secrets = s.ListField(
+        child=s.CharField(max_length=500), required=False, allow_null=True, max_length=2, help_text="newest first; write-only"
+    )
+    secret = opt(s.CharField, max_length=500, help_text="one secret (not with secrets); write-only")
+    batch_types = s.ListField(child=s.CharField(max_length=200), required=False, allow_null=True)
+    request_timeout = PositiveDuration(required=False)
+    paused = opt(s.BooleanField)
+
+
+class WebhookPutRequest(WebhookRequest):
+    name = opt(s.RegexField, regex=NAME_PATTERN, max_length=100, help_text="the name in the path; may be left out")
 
 
 class WebhookStatus(s.Serializer):
@@ -302,3 +420,60 @@ class Info(s.Serializer):
     version = s.CharField()
     driver = s.CharField()
     time = s.DateTimeField()
+
+
+ERRORS = {
+    "400": "invalid argument: `field` names what was refused ('' when the body is not a JSON object)",
+    "401": "no bearer token, or a wrong one (only when CONVEYOR_API_TOKENS is set)",
+    "403": "read-only mode refuses this change, or the session user is not staff",
+    "404": "no such task, cron entry or webhook registration",
+    "415": "the body is not application/json",
+}
+
+
+PATH_PARAMS = {
+    "task_id": {"type": "string", "pattern": TASK_ID_PATTERN.replace("/", ""), "maxLength": 100},
+    "entry_id": {"type": "string", "pattern": TASK_ID_PATTERN.replace("/", ""), "maxLength": 100},
+    "name": {"type": "string", "pattern": NAME_PATTERN, "maxLength": 100},
+}
+
+
+class ConveyorSchema(AutoSchema):
+    """Every operation also documents the errors any request to it can meet.
+
+    Request bodies are closed (``additionalProperties: false``): the API
+    refuses unknown fields, so a typo is an error rather than a silent default.
+    Path parameters carry the patterns the broker enforces.
+    """
+
+    def get_override_parameters(self) -> list[Any]:
+        defaults = [
+            OpenApiParameter(name, schema, OpenApiParameter.PATH)
+            for name, schema in PATH_PARAMS.items()
+            if "{" + name + "}" in self.path
+        ]
+        return defaults + list(super().get_override_parameters())
+
+    def _map_serializer(self, serializer: Any, direction: Any, bypass_extensions: bool = False) -> dict[str, Any]:
+        schema = super()._map_serializer(serializer, direction, bypass_extensions)
+        if direction == "request" and "properties" in schema:
+            schema["additionalProperties"] = False
+        return schema
+
+    def _get_response_bodies(self, direction: Any = "response") -> dict[str, Any]:
+        responses = super()._get_response_bodies(direction)
+        for code in self._error_codes():
+            if code not in responses:
+                responses[code] = self._get_response_for_code(OpenApiResponse(Error, ERRORS[code]), code, direction=direction)
+        return responses
+
+    def _error_codes(self) -> list[str]:
+        has_body = self.method in ("POST", "PUT", "PATCH")
+        has_input = has_body or "{" in self.path or any(p.location == "query" for p in self.get_override_parameters())
+        codes = ["400"] if has_input else []
+        codes += ["401", "403"]
+        if "{" in self.path:
+            codes.append("404")
+        if has_body:
+            codes.append("415")
+        return codes

@@ -7,35 +7,38 @@ from typing import Any
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from conveyor.api import parse, render, schemas
 from conveyor.api.errors import error_body
+from conveyor.api.views import ApiView
 from conveyor.broker import get_broker
-from conveyor.exceptions import InvalidArgument
+from conveyor.conf import conveyor_settings
+from conveyor.exceptions import ConveyorError, DuplicateTask, InvalidArgument
 
 
-class EnqueueView(APIView):
+class EnqueueView(ApiView):
     producer = True
 
     @extend_schema(
         operation_id="list_tasks",
         parameters=[
-            OpenApiParameter("queue", str),
-            OpenApiParameter("state", str, enum=schemas.STATES),
+            OpenApiParameter("queue", schemas.OPTIONAL_QUEUE),
+            OpenApiParameter("state", str, enum=["", *schemas.STATES], description="empty: any"),
             OpenApiParameter("type", str),
             OpenApiParameter("search", str, description="an id, id prefix, unique key or concurrency key"),
-            OpenApiParameter("limit", int, description="1-1000, default 50"),
-            OpenApiParameter("page_token", str),
+            OpenApiParameter(
+                "limit", {"type": "integer", "minimum": 0, "maximum": 1000}, description="1-1000; 0 or absent: 50"
+            ),
+            OpenApiParameter("page_token", str, description="next_page_token of the previous page"),
         ],
-        responses={200: schemas.TaskPage, 400: schemas.Error},
+        responses={200: schemas.TaskPage},
         tags=["tasks"],
     )
     def get(self, request: Request) -> Response:
         """List tasks newest first; pass `next_page_token` back as `page_token` for the next page."""
         q = request.query_params
         limit = q.get("limit")
-        if limit is not None and not limit.isdigit():
+        if limit is not None and not (limit.isascii() and limit.isdigit()):
             raise InvalidArgument("limit", "must be an integer")
         page = get_broker().list_tasks(
             queue=q.get("queue") or None,
@@ -50,7 +53,11 @@ class EnqueueView(APIView):
     @extend_schema(
         operation_id="enqueue_task",
         request=schemas.EnqueueRequest,
-        responses={201: schemas.Task, 200: OpenApiResponse(schemas.Task, "the id existed: the stored task"), 400: schemas.Error, 409: schemas.Error},
+        responses={
+            201: schemas.Task,
+            200: OpenApiResponse(schemas.Task, "the id existed: the stored task, unchanged"),
+            409: OpenApiResponse(schemas.Error, "already_exists: a live task holds the unique key"),
+        },
         tags=["tasks"],
     )
     def post(self, request: Request) -> Response:
@@ -62,71 +69,86 @@ class EnqueueView(APIView):
         return Response(render.task(result.task), status=201 if result.created else 200)  # type: ignore[arg-type]
 
 
-class EnqueueBatchView(APIView):
+def with_index(error: ConveyorError, index: int) -> ConveyorError:
+    """The error of a batch item, naming its position in the request."""
+    if isinstance(error, InvalidArgument):
+        return InvalidArgument(error.field, error.reason, index=index)
+    if isinstance(error, DuplicateTask):
+        return DuplicateTask(error.unique_key, error.holder_id, index=index)
+    error.details["index"] = index
+    return error
+
+
+def task_items(data: Any) -> list[Any]:
+    """The ``tasks`` list of a batch or tx body, 1 to BATCH_MAX_ITEMS long."""
+    items = parse.parse_task_list(data)
+    limit = conveyor_settings.BATCH_MAX_ITEMS
+    if not items:
+        raise InvalidArgument("tasks", "must contain at least one task")
+    if len(items) > limit:
+        raise InvalidArgument("tasks", f"must contain at most {limit} tasks")
+    return items
+
+
+class EnqueueBatchView(ApiView):
     producer = True
 
-    @extend_schema(
-        operation_id="enqueue_batch",
-        request=schemas.TaskList,
-        responses={200: schemas.BatchResults, 400: schemas.Error},
-        tags=["tasks"],
-    )
+    @extend_schema(operation_id="enqueue_batch", request=schemas.TaskList, responses={200: schemas.BatchResults}, tags=["tasks"])
     def post(self, request: Request) -> Response:
-        """Enqueue up to 1000 tasks; each item succeeds or fails on its own."""
-        items = parse.parse_task_list(request.data)
-        specs: list[Any] = []
-        errors: dict[int, InvalidArgument] = {}
+        """Enqueue up to 1000 tasks; each item succeeds or fails on its own (`index` names it)."""
+        items = task_items(request.data)
+        out: list[dict[str, Any]] = [{} for _ in items]
+        valid: list[tuple[int, Any]] = []
         for i, item in enumerate(items):
             try:
-                specs.append(parse.parse_task(item))
+                valid.append((i, parse.parse_task(item)))
             except InvalidArgument as exc:
-                errors[i] = InvalidArgument(exc.field, exc.reason, index=i)
-                specs.append(None)
-        valid = [(i, s) for i, s in enumerate(specs) if s is not None]
-        stored = get_broker().enqueue_batch([s for _, s in valid]) if valid else []
-        out: list[dict[str, Any]] = [{} for _ in items]
+                out[i] = {"index": i, "error": error_body(with_index(exc, i))}
+        stored = get_broker().enqueue_batch([spec for _, spec in valid]) if valid else []
         for (index, _), result in zip(valid, stored, strict=True):
             if result.error is not None:
-                result.error.details["index"] = index
-                out[index] = {"index": index, "error": error_body(result.error)}
+                # The broker numbered the items it saw; name the request's index.
+                out[index] = {"index": index, "error": error_body(with_index(result.error, index))}
             else:
                 out[index] = {"index": index, "created": result.created, "task": render.task(result.task)}  # type: ignore[arg-type]
-        for index, error in errors.items():
-            out[index] = {"index": index, "error": error_body(error)}
-        if not items:
-            raise InvalidArgument("tasks", "must contain at least one task")
         return Response({"results": out})
 
 
-class EnqueueTxView(APIView):
+class EnqueueTxView(ApiView):
     producer = True
 
     @extend_schema(
         operation_id="enqueue_tx",
         request=schemas.TaskList,
-        responses={201: schemas.TaskListResponse, 400: schemas.Error, 409: schemas.Error},
+        responses={
+            201: schemas.TaskListResponse,
+            409: OpenApiResponse(schemas.Error, "already_exists: item `index` collides on a unique key"),
+        },
         tags=["tasks"],
     )
     def post(self, request: Request) -> Response:
-        """Enqueue up to 1000 tasks atomically: all are stored or none."""
-        items = parse.parse_task_list(request.data)
+        """Enqueue up to 1000 tasks atomically: all are stored or none (an error names the item's `index`)."""
         specs = []
-        for i, item in enumerate(items):
+        for i, item in enumerate(task_items(request.data)):
             try:
                 specs.append(parse.parse_task(item))
             except InvalidArgument as exc:
-                raise InvalidArgument(exc.field, exc.reason, index=i) from None
+                raise with_index(exc, i) from None
         tasks = get_broker().enqueue_tx(specs)
         return Response({"tasks": [render.task(t) for t in tasks]}, status=201)
 
 
-class TaskDetailView(APIView):
-    @extend_schema(operation_id="get_task", responses={200: schemas.Task, 404: schemas.Error}, tags=["tasks"])
+class TaskDetailView(ApiView):
+    @extend_schema(operation_id="get_task", responses={200: schemas.Task}, tags=["tasks"])
     def get(self, request: Request, task_id: str) -> Response:
         """Read one task."""
         return Response(render.task(get_broker().get_task(task_id)))
 
-    @extend_schema(operation_id="delete_task", responses={204: None, 404: schemas.Error, 409: schemas.Error}, tags=["tasks"])
+    @extend_schema(
+        operation_id="delete_task",
+        responses={204: None, 409: OpenApiResponse(schemas.Error, "failed_precondition: the task is active")},
+        tags=["tasks"],
+    )
     def delete(self, request: Request, task_id: str) -> Response:
         """Delete a task in any state but active."""
         get_broker().delete_task(task_id)

@@ -1,8 +1,15 @@
 from __future__ import annotations
 
-from django.urls import path
+from django.http import HttpRequest, JsonResponse
+from django.urls import path, re_path
 
 from conveyor.api import admin, tasks
+
+
+def no_endpoint(request: HttpRequest) -> JsonResponse:
+    """Anything else under /api/v1/: a JSON 404, like every other API error."""
+    return JsonResponse({"error": "not_found", "message": f"no API endpoint at {request.path}"}, status=404)
+
 
 urlpatterns = [
     path("tasks", tasks.EnqueueView.as_view(), name="tasks"),
@@ -27,4 +34,5 @@ urlpatterns = [
     path("workers", admin.WorkerListView.as_view(), name="workers"),
     path("cluster", admin.ClusterView.as_view(), name="cluster"),
     path("info", admin.InfoView.as_view(), name="info"),
+    re_path(r"(?s).*", no_endpoint),
 ]

@@ -14,9 +14,10 @@ import hmac
 
 from django.conf import settings
 
-from conveyor.exceptions import InvalidArgument
+from conveyor.exceptions import Unauthenticated
 
 PREFIX = "clt1"
+NOT_OURS = "leaseToken is not a lease token issued by this server"
 
 
 def _mac(task_id: str, lease_id: str) -> str:
@@ -38,17 +39,21 @@ def mint(task_id: str, lease_id: str) -> str:
 
 
 def open_token(token: object) -> tuple[str, str]:
-    """Return (task id, lease id); raise InvalidArgument for anything not minted here."""
+    """Return (task id, lease id); raise Unauthenticated for anything not minted here.
+
+    The token is the callback's only credential, so a missing or forged one is
+    *unauthenticated* (401), not a bad argument.
+    """
     if not isinstance(token, str) or not token:
-        raise InvalidArgument("leaseToken", "is required")
+        raise Unauthenticated("leaseToken is required: the lease token of the delivery (params.lease.token)")
     parts = token.split(".")
     if len(parts) != 4 or parts[0] != PREFIX:
-        raise InvalidArgument("leaseToken", "is not a lease token issued by this server")
+        raise Unauthenticated(NOT_OURS)
     try:
         task_id, lease_id = _unb64(parts[1]), _unb64(parts[2])
     except (ValueError, UnicodeDecodeError):
-        raise InvalidArgument("leaseToken", "is not a lease token issued by this server") from None
+        raise Unauthenticated(NOT_OURS) from None
     # Compared as bytes: compare_digest raises TypeError on non-ASCII str.
     if not hmac.compare_digest(_mac(task_id, lease_id).encode(), parts[3].encode("utf-8", "replace")):
-        raise InvalidArgument("leaseToken", "is not a lease token issued by this server")
+        raise Unauthenticated(NOT_OURS)
     return task_id, lease_id
