@@ -48,7 +48,9 @@ class TokenUser:
 class BearerTokenAuthentication(BaseAuthentication):
     def authenticate(self, request: Any) -> Any:
         token = bearer_from_header(request.META.get("HTTP_AUTHORIZATION", ""))
-        if token is None:
+        if token is None or not auth_required():
+            # Auth off (no tokens configured): a token is ignored, as on the
+            # Connect paths and the WebSockets, rather than refused.
             return None
         if token_valid(token):
             return (TokenUser(), "bearer")

@@ -193,7 +193,7 @@ def parse_task_list(data: Any) -> list[Any]:
 def parse_cron(data: Any, entry_id: str | None = None) -> CronSpec:
     data = only_fields(require_object(data), CRON_FIELDS)
     payload, content_type = parse_payload(data)
-    options = data.get("options") or {}
+    options = cron_options(data.get("options"))
     return CronSpec(
         id=same_name(entry_id, data.get("id"), "id"),  # type: ignore[arg-type]
         spec=data.get("spec"),  # type: ignore[arg-type]
@@ -202,9 +202,23 @@ def parse_cron(data: Any, entry_id: str | None = None) -> CronSpec:
         payload=payload,
         content_type=content_type,
         timezone=optional_text(data.get("timezone"), "timezone") or "UTC",
-        options=require_object(options, "options"),
+        options=options,
         paused=parse_bool(data.get("paused"), "paused"),
     )
+
+
+CRON_DURATIONS = ("timeout", "retention", "expires_in", "unique_ttl")
+
+
+def cron_options(value: Any) -> dict[str, Any]:
+    """Task options of a cron entry, durations ("10m") read as seconds; the broker checks the rest."""
+    options = dict(require_object(value or {}, "options"))
+    for key in CRON_DURATIONS:
+        if key in options:
+            options[key] = parse_seconds(options[key], f"options.{key}")
+            if options[key] is None:
+                del options[key]
+    return options
 
 
 def same_name(from_path: str | None, from_body: Any, field: str) -> Any:

@@ -43,8 +43,8 @@ class Api:
     def put(self, path: str, body: Any = None, **kwargs: Any) -> Any:
         return self.call("PUT", path, body, **kwargs)
 
-    def delete(self, path: str, **kwargs: Any) -> Any:
-        return self.call("DELETE", path, **kwargs)
+    def delete(self, path: str, body: Any = None, **kwargs: Any) -> Any:
+        return self.call("DELETE", path, body, **kwargs)
 
     def connect(self, service: str, method: str, body: Any = None, **kwargs: Any) -> Any:
         return self.call("POST", f"/conveyor.v1.{service}/{method}", body if body is not None else {}, **kwargs)
