@@ -349,7 +349,10 @@ def delete_cron(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _webhook_json(reg: Any) -> dict[str, Any]:
-    return to_camel(render.webhook(reg))
+    body = render.webhook(reg)
+    if body["request_timeout"] is not None:
+        body["request_timeout"] = format_duration(body["request_timeout"])
+    return to_camel(body)
 
 
 def upsert_webhook(data: dict[str, Any]) -> dict[str, Any]:
