@@ -60,18 +60,24 @@ class EnqueueFastPath:
             return
         body = await _read_body(receive)
         if body is None:
-            await _respond(send, 413, _error(kind, InvalidArgument("", "request body too large")))
+            _, payload = _error(kind, InvalidArgument("", "request body too large"))
+            await _respond(send, 413, payload)
             return
         if auth_required() and not _token_ok(scope):
-            await _respond(send, 401, _unauthenticated(kind), [(b"www-authenticate", b'Bearer realm="conveyor"')])
+            status, payload = _unauthenticated(kind)
+            await _respond(send, status, payload, [(b"www-authenticate", b'Bearer realm="conveyor"')])
             return
         try:
-            data = json.loads(body or b"null")
-            status, payload = await _run(HANDLERS[kind], data)
-        except json.JSONDecodeError as exc:
-            status, payload = _error(kind, InvalidArgument("", f"the request body is not JSON: {exc.msg}"))
-        except ConveyorError as exc:
-            status, payload = _error(kind, exc)
+            # As the views read bodies: strict JSON (no NaN), an empty body is {}.
+            data = json.loads(body or b"{}", parse_constant=_not_json)
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, bad UTF-8, absurd nesting
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            status, payload = _error(kind, InvalidArgument("", f"the request body is not JSON: {reason}"))
+        else:
+            try:
+                status, payload = await _run(HANDLERS[kind], data)
+            except ConveyorError as exc:
+                status, payload = _error(kind, exc)
         await _respond(send, status, payload)
 
     def _route(self, scope: dict[str, Any]) -> str | None:
@@ -107,8 +113,15 @@ def _token_ok(scope: dict[str, Any]) -> bool:
     return False
 
 
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
 def _error(kind: str, exc: ConveyorError) -> tuple[int, dict[str, Any]]:
     if kind == CONNECT:
+        from conveyor.api.connect import connect_names
+
+        exc = connect_names(exc)
         return CONNECT_HTTP_STATUS.get(exc.connect_code, 500), {"code": exc.connect_code, "message": exc.message}
     return exc.http_status, error_body(exc)
 
@@ -136,9 +149,7 @@ async def _read_body(receive: Any) -> bytes | None:
             return b"".join(chunks)
 
 
-async def _respond(send: Any, status: int | tuple[int, dict[str, Any]], payload: dict[str, Any] | None = None, extra: list[tuple[bytes, bytes]] | None = None) -> None:
-    if isinstance(status, tuple):
-        status, payload = status
+async def _respond(send: Any, status: int, payload: dict[str, Any], extra: list[tuple[bytes, bytes]] | None = None) -> None:
     body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(extra or [])]
     await send({"type": "http.response.start", "status": status, "headers": headers})

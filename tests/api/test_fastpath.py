@@ -1,0 +1,149 @@
+"""The node's ASGI fast path for one-by-one enqueue answers exactly as the Django views do.
+
+A node serves ``POST /api/v1/tasks`` and ``POST /conveyor.v1.TaskService/Enqueue``
+through ``conveyor.api.fastpath`` (in front of Django); Django's test client
+never goes there. Each request below is sent both ways and must get the same
+status and the same error (code, field, index) or the same task.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+from asgiref.sync import async_to_sync
+from django.test import override_settings
+
+from conveyor.models import Task
+from conveyor_site.asgi import application
+from tests.api.conftest import TOKEN, Api, enqueue
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+VOLATILE = {"id", "enqueuedAt", "enqueued_at", "dueAt", "due_at", "updatedAt", "updated_at"}
+
+REST_CASES = [
+    pytest.param({"type": "x", "queue": "q", "json": {"a": 1}}, id="valid"),
+    pytest.param({"type": "x", "id": "fixed-id"}, id="known-id"),
+    pytest.param({"type": "x", "unique_key": "held"}, id="duplicate"),
+    pytest.param({"type": "x", "bogus": 1}, id="unknown-field"),
+    pytest.param({"queue": "email", "type": "email:send", "payload": "eyJ0byI6ImFAYi5jIn0=", "contentType": "application/json"}, id="seed-body"),
+    pytest.param({"type": "x", "queue": "-bad"}, id="bad-queue"),
+    pytest.param({"type": "x", "process_in": "soon"}, id="bad-duration"),
+    pytest.param({"type": "x", "process_at": "noon"}, id="bad-timestamp"),
+    pytest.param({"type": "x", "payload": "!!"}, id="bad-base64"),
+    pytest.param([{"type": "x"}], id="array"),
+    pytest.param(b"", id="empty-body"),
+    pytest.param(b"{bad", id="not-json"),
+    pytest.param(b'{"type": "x", "priority": NaN}', id="nan"),
+    pytest.param(b'{"type": "\xff"}', id="bad-utf8"),
+    pytest.param(b"[" * 50_000 + b"]" * 50_000, id="nested-too-deep"),
+]
+CONNECT_CASES = [
+    pytest.param(b'{"queue":"email","type":"email:send","payload":"eyJ0byI6ImFAYi5jIn0=","contentType":"application/json"}', id="seed-body"),
+    pytest.param({"type": "x", "id": "fixed-id"}, id="known-id"),
+    pytest.param({"type": "x", "uniqueKey": "held"}, id="duplicate"),
+    pytest.param({"type": "x", "bogusField": 1}, id="unknown-field"),
+    pytest.param({"type": "x", "dependsOn": [{"taskId": "missing"}]}, id="camel-case-field"),
+    pytest.param(b"", id="empty-body"),
+    pytest.param(b"{bad", id="not-json"),
+    pytest.param(b'{"type": "x", "maxRetry": Infinity}', id="infinity"),
+    pytest.param(b"[1]", id="array"),
+]
+
+
+def raw(body: Any) -> bytes:
+    return body if isinstance(body, bytes) else json.dumps(body).encode()
+
+
+def via_fast_path(path: str, body: bytes, headers: dict[str, str]) -> tuple[int, Any, httpx.Headers]:
+    async def send() -> httpx.Response:
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+            return await client.post(path, content=body, headers={"Content-Type": "application/json", **headers})
+
+    response = async_to_sync(send)()
+    return response.status_code, response.json(), response.headers
+
+
+def via_django(path: str, body: bytes, headers: dict[str, str]) -> tuple[int, Any, Any]:
+    extra = {f"HTTP_{k.upper().replace('-', '_')}": v for k, v in headers.items()}
+    response = Api().client.post(path, data=body, content_type="application/json", **extra)
+    return response.status_code, response.json(), response
+
+
+def comparable(body: Any) -> Any:
+    """What must agree: the error's code, field and index, or the task minus ids and times."""
+    if not isinstance(body, dict):
+        return body
+    if "error" in body:
+        return {k: body[k] for k in ("error", "field", "index", "unique_key") if k in body}
+    if "code" in body and "message" in body:
+        # Connect errors: code, and the field the message names.
+        named = body["message"].split(": ")[0] if body["code"] == "invalid_argument" else None
+        return {"code": body["code"], "named": named}
+    task = body.get("task", body)
+    return {k: v for k, v in task.items() if k not in VOLATILE} | ({"created": body["created"]} if "created" in body else {})
+
+
+def both_ways(path: str, body: bytes, headers: dict[str, str], setup: Any) -> tuple[Any, Any]:
+    setup()
+    fast = via_fast_path(path, body, headers)
+    Task.objects.all().delete()
+    setup()
+    slow = via_django(path, body, headers)
+    return fast, slow
+
+
+@pytest.mark.parametrize("body", REST_CASES)
+def test_rest_enqueue_fast_path_matches_the_view(broker, body):
+    def setup() -> None:
+        Task.objects.all().delete()
+        enqueue(broker, unique_key="held")
+        enqueue(broker, id="fixed-id", type="stored")
+
+    (fast_status, fast_body, _), (slow_status, slow_body, _) = both_ways("/api/v1/tasks", raw(body), {}, setup)
+    assert fast_status == slow_status
+    assert fast_status < 500
+    assert comparable(fast_body) == comparable(slow_body)
+
+
+@pytest.mark.parametrize("body", CONNECT_CASES)
+def test_connect_enqueue_fast_path_matches_the_view(broker, body):
+    def setup() -> None:
+        Task.objects.all().delete()
+        enqueue(broker, unique_key="held")
+        enqueue(broker, id="fixed-id", type="stored")
+
+    fast, slow = both_ways("/conveyor.v1.TaskService/Enqueue", raw(body), {}, setup)
+    assert fast[0] == slow[0]
+    assert fast[0] < 500
+    assert comparable(fast[1]) == comparable(slow[1])
+
+
+@pytest.mark.parametrize("path", ["/api/v1/tasks", "/conveyor.v1.TaskService/Enqueue"])
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}], ids=["no-token", "wrong-token"])
+def test_fast_path_without_a_valid_token_is_401_like_the_view(tokens, path, headers):
+    status, body, response_headers = via_fast_path(path, b'{"type": "x"}', headers)
+    assert status == 401
+    assert body.get("error", body.get("code")) == "unauthenticated"
+    assert set(body) in ({"error", "message"}, {"code", "message"})
+    if path.startswith("/api/"):
+        assert response_headers["www-authenticate"] == 'Bearer realm="conveyor"'
+    assert Task.objects.count() == 0
+    assert via_django(path, b'{"type": "x"}', headers)[0] == 401
+
+
+def test_fast_path_with_a_token_enqueues(tokens):
+    status, body, _ = via_fast_path("/api/v1/tasks", b'{"type": "x"}', {"Authorization": f"Bearer {TOKEN}"})
+    assert status == 201
+    assert Task.objects.filter(id=body["id"]).exists()
+
+
+def test_fast_path_enqueues_in_read_only_mode():
+    with override_settings(CONVEYOR={"READ_ONLY": True}):
+        status, body, _ = via_fast_path("/api/v1/tasks", b'{"type": "x"}', {})
+    assert status == 201
+    assert Task.objects.filter(id=body["id"]).exists()

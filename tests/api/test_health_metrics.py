@@ -1,0 +1,58 @@
+"""Probes and Prometheus metrics (a node's own counters: see test_live_node.py)."""
+
+from __future__ import annotations
+
+import pytest
+from channels.layers import channel_layers
+from django.test import override_settings
+from prometheus_client.parser import text_string_to_metric_families
+
+from conveyor import __version__
+from tests.api.conftest import enqueue, ok
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_healthz_says_ok_and_the_version(api):
+    assert ok(api.client.get("/healthz")) == {"status": "ok", "version": __version__}
+
+
+def test_readyz_checks_the_database_and_the_channel_layer(api):
+    assert ok(api.client.get("/readyz")) == {"status": "ok", "checks": {"database": "ok", "channel_layer": "ok"}}
+
+
+def test_readyz_is_503_naming_the_failing_check_when_the_channel_layer_is_down(api):
+    unreachable = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]}}}
+    with override_settings(CHANNEL_LAYERS=unreachable):
+        channel_layers.backends.clear()
+        try:
+            response = api.client.get("/readyz")
+        finally:
+            channel_layers.backends.clear()
+    body = ok(response, 503)
+    assert body["status"] == "unavailable"
+    assert body["checks"]["database"] == "ok"
+    assert body["checks"]["channel_layer"].startswith("error: ")
+
+
+def test_metrics_are_prometheus_text_with_the_pending_gauge_per_queue(api, broker):
+    for _ in range(2):
+        enqueue(broker, queue="mail")
+    enqueue(broker, queue="sms")
+    enqueue(broker, queue="sms", process_in=600)  # not due: not pending
+    response = api.client.get("/metrics")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain")
+    values = samples(response.content.decode())
+    assert values[("conveyor_pending_tasks", (("queue", "mail"),))] == 2
+    assert values[("conveyor_pending_tasks", (("queue", "sms"),))] == 1
+    names = {name for name, _ in values}
+    assert {"conveyor_active_tasks", "conveyor_worker_sessions"} <= names
