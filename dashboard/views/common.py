@@ -34,10 +34,12 @@ def history_url() -> str:
     which the browser would log as a console error on every page view.
     """
     try:
-        resolve(HISTORY_PATH)
+        match = resolve(HISTORY_PATH)
     except Resolver404:
         return ""
-    return HISTORY_PATH
+    # The API answers unknown paths with a catch-all 404 view of no name;
+    # only a named route is the real endpoint.
+    return HISTORY_PATH if match.url_name else ""
 
 
 def page(request: HttpRequest, template: str, context: dict[str, Any], *, nav: str, status: int = 200) -> HttpResponse:

@@ -18,6 +18,10 @@ from dashboard.views.common import mutation, page, read_only, redirect_back, ref
 
 FORM_FIELDS = ("name", "url", "queues", "concurrency", "request_timeout", "batch_types", "secrets")
 RECENT_SHOWN = 20
+# Delivery outcomes the webhook gateway records (newest first): accepted means
+# the endpoint took the task and answers later through a callback.
+OK_OUTCOMES = ("success", "accepted", "ok", "completed", "delivered")
+NEUTRAL_OUTCOMES = ("released",)
 
 
 def outcome(item: Any) -> dict[str, Any]:
@@ -28,10 +32,17 @@ def outcome(item: Any) -> dict[str, Any]:
     status = item.get("status") or item.get("status_code") or item.get("code")
     if ok is None and isinstance(status, int):
         ok = 200 <= status < 300
-    if ok is None and item.get("outcome") is not None:
-        ok = str(item.get("outcome")).lower() in ("ok", "success", "completed", "acked", "delivered")
+    outcome_text = str(item.get("outcome") or "").lower()
+    if ok is None and outcome_text in NEUTRAL_OUTCOMES:
+        return {"ok": None, "label": outcome_text, "title": _title(item)}
+    if ok is None and outcome_text:
+        ok = outcome_text in OK_OUTCOMES
+    return {"ok": ok, "label": str(status or item.get("outcome") or ("ok" if ok else "error")), "title": _title(item)}
+
+
+def _title(item: dict[str, Any]) -> str:
     parts = [str(item[k]) for k in ("at", "task_id", "outcome", "status", "error") if item.get(k) not in (None, "")]
-    return {"ok": ok, "label": str(status or item.get("outcome") or ("ok" if ok else "error")), "title": " · ".join(parts) or str(item)}
+    return " · ".join(parts) or str(item)
 
 
 @staff
@@ -41,7 +52,8 @@ def webhooks(request: HttpRequest) -> HttpResponse:
     rows = []
     for reg in regs:
         status = statuses.get(reg.name)
-        recent = [outcome(i) for i in (status.recent or [])[-RECENT_SHOWN:]] if status is not None else []
+        # Stored newest first; shown oldest to newest, left to right.
+        recent = [outcome(i) for i in reversed((status.recent or [])[:RECENT_SHOWN])] if status is not None else []
         rows.append(
             {
                 "reg": reg,

@@ -396,8 +396,8 @@
         .then(done);
     },
     /* 60 minute buckets ending at the current minute; backlog carried forward per queue. */
-    minutes: function (queue) {
-      var now = new Date(); now.setUTCSeconds(0, 0);
+    minutes: function (queue, endMs) {
+      var now = new Date(endMs || Date.now()); now.setUTCSeconds(0, 0);
       var startMs = now.getTime() - 59 * 60000;
       var out = [];
       for (var i = 0; i < 60; i++) out.push({ t: new Date(startMs + i * 60000), completed: 0, failed: 0, enqueued: 0, backlog: 0 });
@@ -425,6 +425,8 @@
 
   // ---------------------------------------------------------------- pages
 
+  var LIVE_SECONDS = 60;
+
   function initOverview() {
     var tp = $("#chart-throughput");
     var historyUrl = tp ? tp.dataset.history : "";
@@ -443,14 +445,14 @@
     function drawLive() {
       var labels = [];
       var now = Math.floor(Date.now() / 1000);
-      for (var s = now - 119; s <= now; s++) labels.push(hhmm(new Date(s * 1000), true));
+      for (var s = now - LIVE_SECONDS + 1; s <= now; s++) labels.push(hhmm(new Date(s * 1000), true));
       drawChart($("#chart-live .chart-body"), {
         labels: labels,
         labelGap: 80,
         series: [
-          { values: Rates.series("enqueued", 120), cls: "line-enq" },
-          { values: Rates.series("completed", 120), cls: "line-ok" },
-          { values: Rates.series("failed", 120), cls: "line-bad" }
+          { values: Rates.series("enqueued", LIVE_SECONDS), cls: "line-enq" },
+          { values: Rates.series("completed", LIVE_SECONDS), cls: "line-ok" },
+          { values: Rates.series("failed", LIVE_SECONDS), cls: "line-bad" }
         ]
       });
       var c = $("#rate-completed"), f = $("#rate-failed");
@@ -472,7 +474,8 @@
       var done = Rates.perSecond("q:" + q + ":completed", 60), bad = Rates.perSecond("q:" + q + ":failed", 60);
       td.innerHTML = "";
       var text = document.createElement("span");
-      text.textContent = fmtRate(done) + "/s";
+      text.textContent = done ? fmtRate(done) + "/s" : "0/s";
+      if (!done) text.className = "muted";
       text.title = "completed per second over the last minute (live)" + (bad ? "; " + fmtRate(bad) + "/s failed" : "");
       td.appendChild(text);
       if (bad) { var b = document.createElement("span"); b.className = "err"; b.textContent = " " + fmtRate(bad) + "/s ✕"; td.appendChild(b); }
@@ -618,8 +621,10 @@
       cell(tr, t, "mono");
       var k = document.createElement("span"); k.className = "badge k-" + e.kind; k.textContent = e.kind; cell(tr, k);
       var a = document.createElement("a"); a.className = "mono"; a.href = taskBase + encodeURIComponent(e.task_id).replace(/%2F/g, "/") + "/"; a.textContent = e.task_id;
-      var td = cell(tr, a); var sub = document.createElement("div"); sub.className = "sub"; sub.textContent = e.type; td.appendChild(sub);
-      cell(tr, e.queue);
+      var td = cell(tr, a, "task-cell"); var sub = document.createElement("div"); sub.className = "sub"; sub.textContent = e.type;
+      var onQueue = document.createElement("span"); onQueue.className = "show-sm"; onQueue.textContent = " · " + e.queue; sub.appendChild(onQueue);
+      td.appendChild(sub);
+      cell(tr, e.queue, "hide-sm");
       var s = document.createElement("span"); s.className = "badge s-" + e.state; s.textContent = e.state; cell(tr, s, "hide-sm");
       cell(tr, String(e.attempt), "num hide-sm");
       cell(tr, e.last_error || "", "hide-sm err");

@@ -117,7 +117,7 @@ PAGES = [
     ("overview", "/"),
     ("queues", "/queues/"),
     ("queue-detail", "/queues/billing/"),
-    ("tasks", "/tasks/"),
+    ("tasks", "/tasks/?limit=25"),
     ("task-detail", "/tasks/{report}/"),
     ("workers", "/workers/"),
     ("cron", "/cron/"),
@@ -153,7 +153,8 @@ def ready(dash: Dash, name: str) -> None:
         page.wait_for_function("Number(document.getElementById('rate-completed').textContent) > 0")
         page.locator("#chart-live polyline").first.wait_for(state="attached")
     elif name == "queues":
-        page.locator('[data-throughput="emails"]', has_text="/s").wait_for()
+        # Live throughput of the busy queue, once its first completions were counted.
+        page.wait_for_function("parseFloat(document.querySelector('[data-throughput=\"emails\"]').textContent) > 0")
     elif name == "task-detail":
         page.locator(".progress-text", has_text="62%").wait_for()
     elif name == "workers":
