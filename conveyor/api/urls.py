@@ -34,5 +34,5 @@ urlpatterns = [
     path("workers", admin.WorkerListView.as_view(), name="workers"),
     path("cluster", admin.ClusterView.as_view(), name="cluster"),
     path("info", admin.InfoView.as_view(), name="info"),
-    re_path(r"(?s).*", no_endpoint),
+    re_path(r"^[\s\S]*$", no_endpoint),  # [\s\S], not (?s): reverse() cannot read inline flags
 ]
