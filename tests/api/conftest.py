@@ -126,3 +126,14 @@ def lease(broker: Broker, queue: str = "default") -> Task:
     batch = broker.lease(queue, 1)
     assert len(batch.tasks) == 1, batch
     return batch.tasks[0]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # schemathesis 4.32 names each generated item "test[METHOD /path]", but under
+    # pytest 9 every item's node id comes out as the bare function name; give
+    # each its own (so -k, --lf, reports and xdist tell the operations apart).
+    for item in items:
+        name, nodeid = item.name, item.nodeid
+        if type(item).__name__ == "SchemathesisFunction" and name.endswith("]") and not nodeid.endswith("]"):
+            label = name[name.index("[") + 1 : -1]
+            item._id = item.parent.id.child(item.originalname).with_params(label)  # type: ignore[attr-defined]
