@@ -13,6 +13,7 @@ from conveyor.broker.queues import POLICIES
 from conveyor.broker.validation import check_queue_name
 from conveyor.durations import parse_duration
 from conveyor.exceptions import ConveyorError, InvalidArgument
+from conveyor.models import WorkerSession
 from dashboard.present import STATE_NAMES
 from dashboard.views.common import mutation, page, redirect_back, report, staff
 
@@ -69,11 +70,15 @@ def queue_detail(request: HttpRequest, name: str) -> HttpResponse:
             "name": name, "paused": False, "policy": "fifo", "counts": dict.fromkeys(STATE_NAMES, 0), "total": 0,
             "waiting": 0, "oldest_due_at": None, "rate_limit": None, "concurrency_limit": None,
         }  # fmt: skip
+    sessions = [s for s in WorkerSession.objects.order_by("connected_at") if name in (s.queues or {})]
+    hooks = [r for r in broker.list_webhooks() if name in (r.queues or {})]
     return page(
         request,
         "dashboard/queue_detail.html",
         {
             "q": row,
+            "sessions": sessions,
+            "hooks": hooks,
             "states": STATE_NAMES,
             "policies": POLICIES,
             "group_configs": [c for c in broker.group_configs() if c.queue == name],

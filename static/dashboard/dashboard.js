@@ -198,11 +198,12 @@
     last: 0,
     timer: null,
     minGap: 1000,
+    gap: 1000,
     hooks: [],
     request: function () {
       var self = this;
       if (self.timer) return;
-      var wait = Math.max(0, self.last + self.minGap - Date.now());
+      var wait = Math.max(0, self.last + self.gap - Date.now());
       self.timer = setTimeout(function () { self.timer = null; self.run(); }, wait);
     },
     run: function () {
@@ -221,6 +222,8 @@
         .then(function (html) { if (html) self.swap(html); })
         .catch(function () { /* offline: the socket status says so */ })
         .then(function () {
+          // Back off when the server is slow to render (at most a third of its time on one tab, 5 s apart at worst).
+          self.gap = Math.min(5000, Math.max(self.minGap, 3 * (Date.now() - self.last)));
           self.busy = false;
           if (self.again) { self.again = false; self.request(); }
         });

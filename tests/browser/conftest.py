@@ -8,6 +8,7 @@ errors and fails the test on any it did not expect.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -133,11 +135,53 @@ def template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return migrated_template(tmp_path_factory.mktemp("template"))
 
 
+class NodePool:
+    """Starts the session's nodes concurrently (each takes seconds); stops them at the end."""
+
+    # Node names -> (test module that needs it, settings).
+    KNOWN = {
+        "dashboard": ("", {}),
+        "read-only": ("test_read_only.py", {"read_only": "1"}),
+        "demo": ("test_screenshots.py", {}),
+    }
+
+    def __init__(self, tmp_factory: pytest.TempPathFactory, template: Path) -> None:
+        self.tmp_factory, self.template = tmp_factory, template
+        self.pool = ThreadPoolExecutor(max_workers=len(self.KNOWN))
+        self.futures: dict[str, Future[Node]] = {}
+
+    def start(self, name: str) -> None:
+        if name not in self.futures:
+            settings = self.KNOWN[name][1]
+            tmp = self.tmp_factory.mktemp(name)
+            self.futures[name] = self.pool.submit(start_node, tmp, f"{name}-node", self.template, **settings)
+
+    def get(self, name: str) -> Node:
+        self.start(name)
+        return self.futures[name].result()
+
+    def close(self) -> None:
+        for future in self.futures.values():
+            # A node that failed to start was reported by the test that needed it.
+            with contextlib.suppress(Exception):
+                future.result().stop()
+        self.pool.shutdown()
+
+
 @pytest.fixture(scope="session")
-def node(tmp_path_factory: pytest.TempPathFactory, template_db: Path) -> Iterator[Node]:
-    n = start_node(tmp_path_factory.mktemp("dashboard"), "dashboard-node", template_db)
-    yield n
-    n.stop()
+def nodes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, template_db: Path) -> Iterator[NodePool]:
+    pool = NodePool(tmp_path_factory, template_db)
+    modules = {Path(str(item.fspath)).name for item in request.session.items}
+    for name, (module, _) in NodePool.KNOWN.items():
+        if not module or module in modules:
+            pool.start(name)
+    yield pool
+    pool.close()
+
+
+@pytest.fixture(scope="session")
+def node(nodes: NodePool) -> Node:
+    return nodes.get("dashboard")
 
 
 @pytest.fixture(scope="session")
@@ -199,7 +243,7 @@ class Dash:
 
 def _dash(browser: Any, node: NodeProcess, state: dict[str, Any] | None, viewport: dict[str, int]) -> Iterator[Dash]:
     context = browser.new_context(viewport=viewport, storage_state=state)
-    context.set_default_timeout(15_000)
+    context.set_default_timeout(20_000)
     dash = Dash(context.new_page(), node.url)
     yield dash
     context.close()

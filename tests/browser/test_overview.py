@@ -10,7 +10,7 @@ from tests.browser.conftest import Dash, DemoWorker
 
 
 def test_live_rates_and_sweeper_leaders(dash: Dash, node, q: str) -> None:
-    worker = DemoWorker(node, queues={q: 1}, types="demo", concurrency=4)
+    worker = DemoWorker(node, queues={q: 1}, types="demo", concurrency=4, labels={"host": "rates-box"})
     try:
         dash.goto("/")
         for _ in range(6):
@@ -21,13 +21,16 @@ def test_live_rates_and_sweeper_leaders(dash: Dash, node, q: str) -> None:
         # The live chart plots the same counts, one point a second.
         points = dash.page.locator("#chart-live polyline.line-ok").get_attribute("points")
         assert points is not None and len(points.split()) == 60
+
+        node_id = node.api("GET", "/api/v1/cluster")["nodes"][0]["id"]
+        leaders = dash.page.locator("dl.leaders")
+        for sweeper in ("scheduler", "reaper", "groups"):
+            leaders.locator("div", has=dash.page.locator("dt", has_text=sweeper)).get_by_role("link", name=node_id).wait_for()
+        # The node's row lists its worker sessions (by host label).
+        node_row = dash.page.locator(f'#ov-cluster tr[id="node-{node_id}"]')
+        node_row.locator(".sessions .chip", has_text="rates-box").wait_for()
     finally:
         worker.stop()
-    node_id = node.api("GET", "/api/v1/cluster")["nodes"][0]["id"]
-    leaders = dash.page.locator("dl.leaders")
-    for sweeper in ("scheduler", "reaper", "groups"):
-        leaders.locator("div", has=dash.page.locator("dt", has_text=sweeper)).get_by_role("link", name=node_id).wait_for()
-    assert dash.page.locator(f'#ov-cluster tr[id="node-{node_id}"]').is_visible()
 
 
 def test_history_charts_read_the_stats_history_shape(dash: Dash, node) -> None:

@@ -39,6 +39,13 @@ def test_pausing_a_queue_stops_dispatch(dash: Dash, node, q: str) -> None:
         # The page shows it waiting, live.
         row.get_by_role("link", name=f"1 pending in {q}").wait_for()
 
+        # The queue's page names what serves it.
+        dash.goto(f"/queues/{q}/")
+        served = dash.page.locator("#served-by")
+        session = next(s for s in node.api("GET", "/api/v1/workers")["workers"] if q in s["queues"])
+        served_row = served.locator("tr", has=dash.page.get_by_role("link", name=session["id"]))
+        assert served_row.locator("td.num").first.inner_text() == "1"
+        dash.goto("/queues/")
         row.get_by_role("button", name="Resume").click()
         dash.page.locator(".msg-success", has_text=f"Queue {q} resumed").wait_for()
         wait_for(lambda: state_of(node, held["id"]) == "completed", what="dispatch after resuming")
@@ -51,6 +58,7 @@ def test_edit_the_concurrency_limit(dash: Dash, node, q: str) -> None:
     node.enqueue(queue=q, type="demo", process_in="1h")
     dash.goto(f"/queues/{q}/")
     assert dash.page.locator("#current-concurrency-limit").inner_text() == "none"
+    assert "Nothing serves this queue" in dash.page.locator("#served-by").inner_text()
 
     # A refused value: the broker's message, nothing stored.
     dash.page.fill("#limit", "0")

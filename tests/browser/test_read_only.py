@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.browser.conftest import DESKTOP, Dash, Node, session_state, start_node
+from tests.browser.conftest import DESKTOP, Dash, Node, NodePool, session_state
 
 
 @pytest.fixture(scope="module")
-def ro_node(tmp_path_factory: pytest.TempPathFactory, template_db: Path) -> Iterator[Node]:
-    n = start_node(Path(tmp_path_factory.mktemp("read-only")), "read-only-node", template_db, read_only="1")
-    yield n
-    n.stop()
+def ro_node(nodes: NodePool) -> Node:
+    """A node started with CONVEYOR_READ_ONLY=1."""
+    return nodes.get("read-only")
 
 
 @pytest.fixture

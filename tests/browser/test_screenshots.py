@@ -13,16 +13,16 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import DESKTOP, NARROW, Dash, DemoWorker, Node, session_state, start_node
+from tests.browser.conftest import DESKTOP, NARROW, Dash, DemoWorker, Node, NodePool, session_state
 from tests.e2e.support import wait_for
 
 HOUR = 3600
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory, template_db: Path) -> Iterator[dict[str, Any]]:
+def demo(nodes: NodePool) -> Iterator[dict[str, Any]]:
     """A node of its own, seeded like a small production system, with work flowing."""
-    n = start_node(Path(tmp_path_factory.mktemp("demo")), "demo-node", template_db)
+    n = nodes.get("demo")
     workers = [
         # Credits split by weight: reports gets 4 of the 12 (two stay busy showing progress).
         DemoWorker(n, queues={"emails": 3, "reports": 2, "billing": 1}, types="email.send,report.build,invoice.charge",
@@ -39,7 +39,6 @@ def demo(tmp_path_factory: pytest.TempPathFactory, template_db: Path) -> Iterato
         stop.set()
         for w in workers:
             w.stop()
-        n.stop()
 
 
 def seed(n: Node) -> dict[str, Any]:
@@ -132,7 +131,7 @@ PAGES = [
 def test_every_page_renders_at_both_widths(browser: Any, demo: dict[str, Any], screenshot_dir: Path, width: str) -> None:
     n: Node = demo["node"]
     context = browser.new_context(viewport=DESKTOP if width == "desktop" else NARROW, storage_state=session_state(n))
-    context.set_default_timeout(15_000)
+    context.set_default_timeout(20_000)
     dash = Dash(context.new_page(), n.url)
     try:
         for name, path in PAGES:
