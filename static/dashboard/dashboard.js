@@ -177,8 +177,25 @@
       var now = Math.floor(Date.now() / 1000), out = [];
       for (var s = now - seconds + 1; s <= now; s++) out.push((this.buckets[s] && this.buckets[s][key]) || 0);
       return out;
+    },
+    // Counts survive navigation between dashboard pages of one tab.
+    save: function () {
+      try { sessionStorage.setItem("conveyor.rates", JSON.stringify({ start: this.start, buckets: this.buckets })); } catch (err) { /* storage off */ }
+    },
+    restore: function () {
+      var saved = null;
+      try { saved = JSON.parse(sessionStorage.getItem("conveyor.rates") || "null"); } catch (err) { saved = null; }
+      var cutoff = Math.floor(Date.now() / 1000) - 300;
+      if (!saved || !saved.buckets) return;
+      var keep = {};
+      Object.keys(saved.buckets).forEach(function (s) { if (+s >= cutoff) keep[s] = saved.buckets[s]; });
+      if (!Object.keys(keep).length) return;
+      this.buckets = keep;
+      this.start = Math.max(saved.start || Date.now(), cutoff * 1000);
     }
   };
+  Rates.restore();
+  window.addEventListener("pagehide", function () { Rates.save(); });
 
   function classify(e) {
     if (e.kind === "completed") return "completed";

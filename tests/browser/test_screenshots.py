@@ -112,8 +112,8 @@ def feed(n: Node, stop: threading.Event) -> None:
             return
 
 
+# The overview last: its live chart shows what this tab counted while visiting the rest.
 PAGES = [
-    ("overview", "/"),
     ("queues", "/queues/"),
     ("queue-detail", "/queues/billing/"),
     ("tasks", "/tasks/?limit=25"),
@@ -124,6 +124,7 @@ PAGES = [
     ("webhooks", "/webhooks/"),
     ("webhook-form", "/webhooks/partner-sync/edit"),
     ("events", "/events/"),
+    ("overview", "/"),
 ]
 
 
