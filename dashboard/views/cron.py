@@ -14,7 +14,7 @@ from django.utils import timezone
 from conveyor.broker import get_broker
 from conveyor.broker.cron import CRON_OPTIONS
 from conveyor.broker.types import CronSpec
-from conveyor.cron import check_spec, next_fires
+from conveyor.cron import check_spec, check_timezone, next_fires
 from conveyor.exceptions import ConveyorError, InvalidArgument, NotFound
 from conveyor.models import CronEntry
 from dashboard.views.common import mutation, page, read_only, redirect_back, refuse_read_only, report, staff
@@ -34,10 +34,18 @@ def preview(spec: str, tz: str) -> dict[str, Any]:
     """The next fire times of *spec* in *tz*, or the validation error."""
     try:
         normalized = check_spec(spec)
+        zone = check_timezone(tz or "UTC")
         fires = next_fires(normalized, tz or "UTC", timezone.now(), PREVIEW_COUNT)
     except InvalidArgument as exc:
         return {"ok": False, "field": exc.field, "error": exc.message}
-    return {"ok": True, "spec": normalized, "fires": [f.isoformat().replace("+00:00", "Z") for f in fires]}
+    return {
+        "ok": True,
+        "spec": normalized,
+        "timezone": zone.key,
+        "fires": [f.isoformat().replace("+00:00", "Z") for f in fires],
+        # Wall-clock time in the entry's zone, which is what the spec describes.
+        "local": [f.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S %Z") for f in fires],
+    }
 
 
 @staff
@@ -145,6 +153,8 @@ def cron_form(request: HttpRequest, entry_id: str | None = None) -> HttpResponse
             messages.success(request, f"Cron entry {saved.id} saved; next run {saved.next_run_at:%Y-%m-%d %H:%M:%S} UTC.")
             return HttpResponseRedirect(reverse("dashboard:cron"))
     first = preview(values.get("spec", ""), values.get("timezone", "UTC")) if values.get("spec") else None
+    if first and first["ok"]:
+        first["pairs"] = list(zip(first["fires"], first["local"], strict=True))
     return page(
         request,
         "dashboard/cron_form.html",

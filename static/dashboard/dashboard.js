@@ -589,12 +589,14 @@
       if (data.ok) {
         var p = document.createElement("p"); p.className = "preview-title"; p.textContent = "Next five runs";
         var ol = document.createElement("ol");
-        data.fires.forEach(function (f) {
+        data.fires.forEach(function (f, i) {
           var li = document.createElement("li");
           var t = document.createElement("time");
           t.setAttribute("datetime", f);
           var d = new Date(f);
-          t.textContent = f.replace("T", " ").replace("Z", " UTC") + " (" + relative(d) + ")";
+          var local = (data.local && data.local[i]) || f.replace("T", " ").replace("Z", " UTC");
+          var utc = data.timezone && data.timezone !== "UTC" ? " · " + f.slice(11, 19) + " UTC" : "";
+          t.textContent = local + utc + " (" + relative(d) + ")";
           li.appendChild(t); ol.appendChild(li);
         });
         out.appendChild(p); out.appendChild(ol);

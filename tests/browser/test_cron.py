@@ -79,8 +79,12 @@ def test_pause_resume_edit_delete(dash: Dash, node, q: str) -> None:
     assert dash.page.locator("#c-id").get_attribute("readonly") is not None
     assert dash.page.locator("#c-spec").input_value() == "*/5 * * * *"
     dash.page.locator("#spec-preview li").nth(4).wait_for()
-    dash.page.fill("#c-spec", "0 9 * * 1-5")
     dash.page.fill("#c-tz", "Europe/Berlin")
+    dash.page.fill("#c-spec", "0 9 * * 1-5")
+    # The preview speaks the entry's wall clock: 09:00 in Berlin, with UTC beside it.
+    first = dash.page.locator("#spec-preview li").first
+    first.filter(has_text="09:00:00 CE").wait_for()
+    assert " UTC" in first.inner_text()
     dash.page.get_by_role("button", name="Save entry").click()
     dash.page.locator(".msg-success", has_text=f"Cron entry {entry} saved").wait_for()
     stored = node.api("GET", f"/api/v1/cron/{entry}")
