@@ -18,12 +18,20 @@ def test_login_leads_to_the_overview(anonymous: Dash) -> None:
 
 
 def test_anonymous_changes_are_refused(anonymous: Dash, node, q: str) -> None:
-    node.enqueue(queue=q, type="demo")
-    response = anonymous.page.request.post(f"{anonymous.base}/queues/{q}/pause", max_redirects=0)
-    # Django's CSRF check (403) or the staff login redirect (302): either way nothing changes.
-    assert response.status in (302, 403)
-    queues = {x["name"]: x for x in node.api("GET", "/api/v1/queues")["queues"]}
-    assert queues[q]["paused"] is False
+    task = node.enqueue(queue=q, type="demo", process_in="1h")
+    page = anonymous.page
+    # A valid CSRF token (from the login page), so only the staff check stands in the way.
+    page.goto(anonymous.base + "/admin/login/")
+    token = page.locator('input[name="csrfmiddlewaretoken"]').input_value()
+    headers = {"X-CSRFToken": token, "Referer": anonymous.base + "/"}
+    for path, form in [(f"/queues/{q}/pause", {}), (f"/tasks/{task['id']}/cancel", {}), ("/tasks/actions", {"action": "delete", "ids": task["id"]})]:
+        response = page.request.post(anonymous.base + path, form={"csrfmiddlewaretoken": token, **form}, headers=headers, max_redirects=0)
+        assert response.status == 302 and "/admin/login/" in response.headers["location"], (path, response.status)
+    assert node.task(task["id"])["state"] == "scheduled"
+    assert not next(x for x in node.api("GET", "/api/v1/queues")["queues"] if x["name"] == q)["paused"]
+    # Reads are guarded too, including the cron preview endpoint.
+    response = page.request.get(anonymous.base + "/cron/preview?spec=@daily", max_redirects=0)
+    assert response.status == 302
 
 
 def test_django_admin_stays_available(dash: Dash) -> None:
