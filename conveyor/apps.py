@@ -11,5 +11,7 @@ class ConveyorConfig(AppConfig):
     def ready(self) -> None:
         from conveyor import checks  # noqa: F401  (registers system checks)
         from conveyor.conf import connect_signals
+        from conveyor.models import Task
 
         connect_signals()
+        Task.register_lookups()

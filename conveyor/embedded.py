@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -63,6 +64,8 @@ class EmbeddedNode:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(5)
+        if self._directory is not None:
+            shutil.rmtree(self._directory, ignore_errors=True)
         return self.process.returncode
 
     def __enter__(self) -> EmbeddedNode:
@@ -78,7 +81,11 @@ def start(database_url: str | None = None, *, env: dict[str, str] | None = None,
     if database_url is None:
         directory = tempfile.mkdtemp(prefix="conveyor-embedded-")
         database_url = f"sqlite:///{directory}/conveyor.sqlite3"
-    child_env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DJANGO_SETTINGS_MODULE")}
+    # A clean node: no Redis, no tokens from this process's environment
+    # (pass them in *env* to test auth).
+    child_env = {
+        k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DJANGO_SETTINGS_MODULE", "CONVEYOR_API_TOKENS")
+    }
     child_env.update({"DATABASE_URL": database_url, "DJANGO_SETTINGS_MODULE": "conveyor_site.settings", "PYTHONUNBUFFERED": "1"})
     child_env.update(env or {})
     process = subprocess.Popen(

@@ -24,7 +24,7 @@ class TaskQuerySet(models.QuerySet):
 
     def due(self, now) -> TaskQuerySet:  # type: ignore[no-untyped-def]
         """Leasable now: pending or retry, due, not past its pre-dispatch expiry."""
-        return self.filter(state__in=LEASABLE, due_at__lte=now).exclude(expires_at__lte=now)
+        return self.filter(state__among=LEASABLE, due_at__lte=now).exclude(expires_at__lte=now)
 
     def waiting(self) -> TaskQuerySet:
         return self.filter(state__in=WAITING)
@@ -131,6 +131,12 @@ class Task(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type} {self.id} ({self.state})"
+
+    @classmethod
+    def register_lookups(cls) -> None:
+        from conveyor.lookups import register
+
+        register(cls._meta.get_field("state"))
 
     @property
     def attempt(self) -> int:

@@ -46,9 +46,10 @@ def verify(secrets: list[str], timestamp: str, signature: str, body: bytes) -> b
     except (TypeError, ValueError):
         return False
     ok = False
+    presented = (signature or "").encode("utf-8", "replace")
     for secret in secrets:
         expected = "v1=" + hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
-        ok |= hmac.compare_digest(expected, signature or "")
+        ok |= hmac.compare_digest(expected.encode(), presented)
     return ok and fresh
 
 
@@ -58,7 +59,7 @@ class Endpoint:
         self.conveyor_url = conveyor_url.rstrip("/")
         self.log_path = log_path
         self.lock = threading.Lock()
-        self.cancelled: set[str] = set()
+        self.cancelled: dict[str, threading.Event] = {}
 
     def log(self, event: str, **fields: Any) -> None:
         if not self.log_path:
@@ -105,9 +106,11 @@ class Endpoint:
         token = lease.get("token", "")
         interval = float(str(lease.get("heartbeatInterval", "10s")).rstrip("s") or 10)
         deadline = time.time() + float(spec["async"])
+        cancelled = self.cancelled.setdefault(task_id, threading.Event())
         while time.time() < deadline:
-            time.sleep(min(interval, max(0.0, deadline - time.time())))
-            if task_id in self.cancelled:
+            # Wake at the next heartbeat, or at once on a cancel notification.
+            cancelled.wait(min(interval, max(0.0, deadline - time.time())))
+            if cancelled.is_set():
                 self.log("report", task=task_id, outcome="retry", answer=self.call("ReportResult", {"leaseToken": token, "outcome": "TASK_OUTCOME_RETRY", "errorMsg": "canceled"}))
                 return
             if time.time() < deadline:
@@ -139,7 +142,7 @@ def make_handler(endpoint: Endpoint) -> type[BaseHTTPRequestHandler]:
                 return
             if message.get("method") == "conveyor.task.cancel":
                 task_id = (message.get("params") or {}).get("taskId", "")
-                endpoint.cancelled.add(task_id)
+                endpoint.cancelled.setdefault(task_id, threading.Event()).set()
                 endpoint.log("cancel", task=task_id)
                 self.answer(200, None)
                 return

@@ -54,7 +54,7 @@ class GroupOps(BrokerBase):
         )
 
     def group_stats(self, queue: str | None = None) -> list[GroupStat]:
-        qs = self.tasks.filter(state=State.AGGREGATING)
+        qs = self.tasks.filter(state__is=State.AGGREGATING)
         if queue:
             qs = qs.filter(queue=queue)
         rows = (

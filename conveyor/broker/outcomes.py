@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -36,6 +37,23 @@ _OUTCOME_FIELDS = (
     "concurrency_key",
 )
 MAX_ERROR_LENGTH = 4000
+
+
+@dataclass(slots=True)
+class _Row:
+    """The columns of an active row that completing it needs (and events show)."""
+
+    id: str
+    queue: str
+    type: str
+    state: str
+    lease_id: str | None
+    retried: int
+    last_error: str
+    retention: float | None
+    has_dependents: bool
+    concurrency_key: str | None
+    finished_at: datetime | None = None
 
 
 def clip_error(error: str) -> str:
@@ -100,13 +118,15 @@ class OutcomeOps(BrokerBase):
             # "id IN (...) AND lease_id IN (...)" would let one item's lease
             # vouch for another, and telling the winners from rows another
             # ack completed at the same instant is impossible after the fact.
+            # Plain rows, not model instances: this runs for every batch of
+            # results and a model per row costs more than the statement.
             won = [
-                r
-                for r in self.tasks.select_for_update()
-                .filter(id__in=list(wanted), state=State.ACTIVE)
-                .only(*_OUTCOME_FIELDS)
+                _Row(*values)
+                for values in self.tasks.select_for_update()
+                .filter(id__in=list(wanted), state__is=State.ACTIVE)
                 .order_by("id")
-                if r.lease_id == wanted[r.id][0]
+                .values_list(*_OUTCOME_FIELDS)
+                if values[4] == wanted[values[0]][0]
             ]
             self._complete_rows(won, wanted, now)
             self.resolve_after_commit([r.id for r in won if r.has_dependents])
@@ -118,7 +138,7 @@ class OutcomeOps(BrokerBase):
                 task.state, task.finished_at = State.COMPLETED, now
         return [task.id for task, _ in items if task.id not in won_ids]
 
-    def _complete_rows(self, rows: list[Task], wanted: dict[str, tuple[str | None, bytes | None]], now: datetime) -> None:
+    def _complete_rows(self, rows: list[_Row], wanted: dict[str, tuple[str | None, bytes | None]], now: datetime) -> None:
         by_retention: dict[float, list[str]] = defaultdict(list)
         for row in rows:
             result = wanted[row.id][1]
@@ -181,8 +201,9 @@ class OutcomeOps(BrokerBase):
         """Decide retry or archive for a failed attempt, and apply it.
 
         Archive when the task was canceled while running, when the worker
-        asked to skip retries, or when its retries are exhausted; otherwise
-        retry after the task's backoff (or after *delay* seconds).
+        asked to skip retries, when its retries are exhausted, or when its
+        absolute deadline has passed (no later attempt could meet it);
+        otherwise retry after the task's backoff (or after *delay* seconds).
         """
         if delay is not None:
             delay = check_seconds(delay, "delay", allow_zero=True)
@@ -195,6 +216,8 @@ class OutcomeOps(BrokerBase):
                 row.last_error = clip_error(error)
             elif row.retried >= row.max_retry:
                 row.last_error = clip_error(f"retries exhausted: {error}")
+            elif row.deadline is not None and row.deadline <= now:
+                row.last_error = clip_error(f"deadline passed: {error}")
             else:
                 wait = backoff_delay(retry_policy_of(row), row.retried) if delay is None else delay
                 self._to_retry(row, now + timedelta(seconds=wait), error, now)
@@ -225,8 +248,9 @@ class OutcomeOps(BrokerBase):
             ]
             back = [r for r in rows if not r.cancel_requested]
             if back:
+                # A released attempt did not count: it leaves no trace of a run.
                 self.tasks.filter(id__in=[r.id for r in back]).update(
-                    state=State.PENDING, due_at=now, updated_at=now, lease_expires_at=None
+                    state=State.PENDING, due_at=now, updated_at=now, lease_expires_at=None, lease_holder="", started_at=None
                 )
                 for r in back:
                     r.state, r.due_at = State.PENDING, now

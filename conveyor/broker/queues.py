@@ -115,7 +115,7 @@ class QueueOps(BrokerBase):
         for queue, state, n in self.tasks.values_list("queue", "state").annotate(n=Count("id")).order_by():
             counts.setdefault(queue, dict.fromkeys(STATE_NAMES, 0))[state] = n
         oldest = dict(
-            self.tasks.filter(state__in=LEASABLE, due_at__lte=now)
+            self.tasks.filter(state__among=LEASABLE, due_at__lte=now)
             .values_list("queue")
             .annotate(m=Min("due_at"))
             .order_by()

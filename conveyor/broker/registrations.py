@@ -21,7 +21,11 @@ def check_webhook(spec: WebhookSpec) -> dict[str, Any]:
     if not name[0].isalnum() or not all(ch.isalnum() or ch in "._-" for ch in name):
         raise InvalidArgument("name", "may contain only letters, digits and . _ -")
     url = check_text(spec.url, "url", 2000, required=True)
-    parts = urlsplit(url or "")
+    try:
+        parts = urlsplit(url or "")
+        parts.port  # noqa: B018  (raises ValueError for a port out of range)
+    except ValueError as exc:
+        raise InvalidArgument("url", f"is not a valid URL: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidArgument("url", "must be an absolute http:// or https:// URL")
     if parts.username or parts.password:

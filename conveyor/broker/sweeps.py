@@ -26,7 +26,7 @@ class SweepOps(BrokerBase):
         with self.atomic():
             rows = list(
                 self.tasks.select_for_update(skip_locked=True)
-                .filter(state=State.ACTIVE, lease_expires_at__lte=now)
+                .filter(state__is=State.ACTIVE, lease_expires_at__lte=now)
                 .order_by("lease_expires_at")[:PASS_LIMIT]
             )
             retry = [r for r in rows if not r.cancel_requested and r.retried < r.max_retry]
@@ -63,7 +63,7 @@ class SweepOps(BrokerBase):
         with self.atomic():
             rows = list(
                 self.tasks.select_for_update(skip_locked=True)
-                .filter(state=State.SCHEDULED, due_at__lte=now)
+                .filter(state__is=State.SCHEDULED, due_at__lte=now)
                 .order_by("due_at")
                 .only("id", "queue", "type", "state", "retried", "last_error")[: PASS_LIMIT * 10]
             )
@@ -84,7 +84,7 @@ class SweepOps(BrokerBase):
         with self.atomic():
             rows = list(
                 self.tasks.select_for_update(skip_locked=True)
-                .filter(state__in=WAITING, expires_at__lte=now)
+                .filter(state__among=WAITING, expires_at__lte=now)
                 .only("id", "queue", "type", "state", "retried", "has_dependents")[:PASS_LIMIT]
             )
             if rows:
@@ -111,8 +111,8 @@ class SweepOps(BrokerBase):
             # and would pin their upstream rows forever.
             self.edges.filter(resolution=TaskDependency.UNRESOLVED, task__state__in=TERMINAL).delete()
             needed = self.edges.filter(resolution=TaskDependency.UNRESOLVED).values("depends_on_id")
-            expired = Q(state=State.COMPLETED, purge_at__lte=now) | Q(
-                state__in=[State.ARCHIVED, State.CANCELED], finished_at__lte=cutoff
+            expired = Q(state__is=State.COMPLETED, purge_at__lte=now) | Q(
+                state__among=[State.ARCHIVED, State.CANCELED], finished_at__lte=cutoff
             )
             ids = list(self.tasks.filter(expired).exclude(id__in=needed).values_list("id", flat=True)[: PASS_LIMIT * 10])
             if ids:
@@ -124,7 +124,7 @@ class SweepOps(BrokerBase):
         """Per queue, the number of due pending and retry tasks."""
         now = self.now()
         rows = (
-            self.tasks.filter(state__in=LEASABLE, due_at__lte=now)
+            self.tasks.filter(state__among=LEASABLE, due_at__lte=now)
             .exclude(expires_at__lte=now)
             .values_list("queue")
             .annotate(n=Count("id"))

@@ -93,6 +93,7 @@ class WorkerConsumer(AsyncWebsocketConsumer):
         self._outbox: list[dict[str, Any]] = []
         self._flush_scheduled = False
         self._timers: list[asyncio.TimerHandle] = []
+        self._ping: asyncio.TimerHandle | None = None
         self._ended = False
         await self.accept()
         if self.node is None or self.node.stopping:
@@ -154,7 +155,7 @@ class WorkerConsumer(AsyncWebsocketConsumer):
         gateway = self.gateway
         if kind == p.RESULT:
             task_id, outcome, error, result = f.check_result(frame)
-            gateway.settle(task_id, outcome, error, result)
+            gateway.settle(task_id, outcome, error, result, lease_id=f.lease_of(frame))
         elif kind == p.BATCH_RESULT:
             lease_id, results = f.check_batch_result(frame)
             gateway.settle_group(lease_id, results)
@@ -185,6 +186,9 @@ class WorkerConsumer(AsyncWebsocketConsumer):
     async def _hello(self, hello: dict[str, Any]) -> None:
         node = self.node
         assert node is not None
+        if hello["protocol"] != p.PROTOCOL_VERSION:
+            await self._refuse(p.CLOSE_VERSION, "version", f"protocol {hello['protocol']} is not supported (this server speaks {p.PROTOCOL_VERSION})")
+            return
         if hello["min_server_version"] and p.version_tuple(__version__) < p.version_tuple(hello["min_server_version"]):
             await self._refuse(p.CLOSE_VERSION, "version", f"server {__version__} is older than the worker's minimum {hello['min_server_version']}")
             return
@@ -231,7 +235,8 @@ class WorkerConsumer(AsyncWebsocketConsumer):
                 self.queue_frames([{"type": p.PING, "time": datetime.now(UTC).timestamp()}])
                 self._schedule_ping(interval)
 
-        self._timers.append(asyncio.get_running_loop().call_later(interval, ping))
+        # One pending ping timer per session (replaced, not accumulated).
+        self._ping = asyncio.get_running_loop().call_later(interval, ping)
 
     async def _protocol_error(self, message: str) -> None:
         """Tell the worker what was wrong, give its tasks back, close."""
@@ -248,6 +253,8 @@ class WorkerConsumer(AsyncWebsocketConsumer):
         self._ended = True
         for timer in self._timers:
             timer.cancel()
+        if self._ping is not None:
+            self._ping.cancel()
         gateway, node = self.gateway, self.node
         if gateway is None or node is None:
             return

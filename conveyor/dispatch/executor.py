@@ -26,9 +26,21 @@ def _with_fresh_connection[T](fn: Callable[..., T], *args: Any, **kwargs: Any) -
     return fn(*args, **kwargs)
 
 
+def single_writer() -> bool:
+    """SQLite has one writer: threads racing for it stall in its busy handler."""
+    return connections["default"].vendor == "sqlite"
+
+
 class DatabaseExecutor:
     def __init__(self, threads: int) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="conveyor-db")
+        # On SQLite one thread does all the database work, so no two of our
+        # transactions ever wait on each other's write lock.
+        count = 1 if single_writer() else max(1, threads)
+        self._pool = ThreadPoolExecutor(max_workers=count, thread_name_prefix="conveyor-db")
+
+    @property
+    def pool(self) -> ThreadPoolExecutor:
+        return self._pool
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()

@@ -46,7 +46,11 @@ def check_hello(frame: dict[str, Any]) -> dict[str, Any]:
     for key in ("sdk_version", "min_server_version"):
         if frame.get(key) is not None and not isinstance(frame.get(key), str):
             raise FrameError(f"hello: '{key}' must be a string")
+    protocol = frame.get("protocol", p.PROTOCOL_VERSION)
+    if isinstance(protocol, bool) or not isinstance(protocol, int):
+        raise FrameError("hello: 'protocol' must be an integer")
     return {
+        "protocol": protocol,
         "queues": dict(queues),
         "concurrency": concurrency,
         "labels": dict(labels),
@@ -65,6 +69,14 @@ def check_result(frame: dict[str, Any]) -> tuple[str, str, str, Any]:
     if not isinstance(error, str):
         raise FrameError("result: 'error' must be a string")
     return task_id, outcome, error, frame.get("result")
+
+
+def lease_of(frame: dict[str, Any]) -> str | None:
+    """The lease a result names (optional): results for an older lease are dropped."""
+    lease_id = frame.get("lease_id")
+    if lease_id is not None and not isinstance(lease_id, str):
+        raise FrameError(f"{frame.get('type')}: 'lease_id' must be a string")
+    return lease_id or None
 
 
 def check_batch_result(frame: dict[str, Any]) -> tuple[str, dict[str, tuple[str, str, Any]]]:

@@ -9,9 +9,11 @@ credit back.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from conveyor import metrics
 from conveyor.conf import conveyor_settings
 from conveyor.dispatch.breaker import TypeBreaker
+from conveyor.exceptions import LeaseLost
 from conveyor.sdk import protocol as p
 
 if TYPE_CHECKING:
@@ -30,21 +33,31 @@ logger = logging.getLogger("conveyor.dispatch")
 WORKER_LOST = "worker connection lost"
 
 
-def split_capacity(concurrency: int, weights: dict[str, int]) -> dict[str, int]:
-    """Split *concurrency* across queues in proportion to weight, each at least 1.
-
-    Largest remainder: shares sum to *concurrency* unless there are more
-    queues than slots, in which case every queue still gets one.
-    """
+def spread(n: int, weights: dict[str, int]) -> dict[str, int]:
+    """Split *n* across queues in proportion to weight (largest remainder; shares may be 0)."""
     total = sum(weights.values())
-    exact = {q: concurrency * w / total for q, w in weights.items()}
-    shares = {q: max(1, int(v)) for q, v in exact.items()}
-    spare = concurrency - sum(shares.values())
-    for q in sorted(exact, key=lambda q: exact[q] - int(exact[q]), reverse=True):
-        if spare <= 0:
-            break
+    exact = {q: n * w / total for q, w in weights.items()}
+    shares = {q: int(v) for q, v in exact.items()}
+    spare = n - sum(shares.values())
+    for q in sorted(exact, key=lambda q: exact[q] - shares[q], reverse=True)[:spare]:
         shares[q] += 1
-        spare -= 1
+    return shares
+
+
+def split_capacity(concurrency: int, weights: dict[str, int]) -> dict[str, int]:
+    """Split a worker's concurrency across its queues by weight, each at least 1.
+
+    Shares sum to *concurrency*: a queue whose proportional share rounds to
+    zero takes its one slot from the largest share. Only when there are more
+    queues than slots does the total exceed the concurrency (every queue
+    still gets one slot).
+    """
+    shares = spread(concurrency, weights)
+    for queue in [q for q, n in shares.items() if n == 0]:
+        donor = max(shares, key=lambda q: (shares[q], weights[q]))
+        if shares[donor] > 1:
+            shares[donor] -= 1
+        shares[queue] = 1
     return shares
 
 
@@ -58,9 +71,12 @@ class Inflight:
 
 @dataclass
 class GroupInflight:
+    """A batch delivery: one slot, held until every member has resolved."""
+
     lease_id: str
     queue: str
-    members: dict[str, Task]
+    task_type: str
+    pending: set[str]
 
 
 class Gateway:
@@ -107,6 +123,7 @@ class Gateway:
     def deliver(self, queue: str, tasks: list[Task]) -> None:
         """Take ownership of leased tasks and push them to the worker."""
         for task in tasks:
+            self._supersede(task.id)
             self.inflight[task.id] = Inflight(task, queue)
             self.node.leases[task.id] = self
         self.push_tasks(queue, tasks)
@@ -114,11 +131,19 @@ class Gateway:
     def deliver_group(self, queue: str, group: str, tasks: list[Task]) -> None:
         """Push a fired group as one batch; it costs one credit."""
         lease_id = tasks[0].lease_id or ""
-        self.groups[lease_id] = GroupInflight(lease_id, queue, {t.id: t for t in tasks})
         for task in tasks:
+            self._supersede(task.id)
             self.inflight[task.id] = Inflight(task, queue, group_lease=lease_id)
             self.node.leases[task.id] = self
+        self.groups[lease_id] = GroupInflight(lease_id, queue, tasks[0].type, {t.id for t in tasks})
         self.push_group(queue, group, tasks)
+
+    def _supersede(self, task_id: str) -> None:
+        # The task came back to this same worker under a new lease (its old
+        # lease expired and the reaper re-queued it): the old delivery is
+        # dead; free its slot and tell the worker to drop it.
+        if task_id in self.inflight:
+            self.lose(task_id, "superseded by a new delivery")
 
     def push_tasks(self, queue: str, tasks: list[Task]) -> None:
         raise NotImplementedError
@@ -131,50 +156,61 @@ class Gateway:
 
     # -- outcomes --------------------------------------------------------------------
 
-    def settle(self, task_id: str, outcome: str, error: str = "", result: Any = None) -> bool:
-        """Apply a worker's outcome for one task; False if it is not ours (anymore)."""
-        record = self.inflight.pop(task_id, None)
-        if record is None:
+    def settle(self, task_id: str, outcome: str, error: str = "", result: Any = None, lease_id: str | None = None) -> bool:
+        """Apply a worker's outcome for one task; False if it is not ours (anymore).
+
+        A result naming a lease other than the one in flight is stale (from
+        an earlier delivery of the same task) and is dropped.
+        """
+        record = self.inflight.get(task_id)
+        if record is None or (lease_id and lease_id != record.task.lease_id):
+            logger.debug("dropped a result for %s: not in flight under lease %s", task_id, lease_id)
             return False
+        del self.inflight[task_id]
         self.node.leases.pop(task_id, None)
         task, node = record.task, self.node
         if outcome == p.SUCCESS:
             node.acks.submit(task, encode_result(result))
         elif outcome == p.RELEASED:
-            node.spawn(node.db.run(node.broker.release_many, [(task.id, task.lease_id or "")]))
+            node.spawn(self._apply(node.broker.release_many, [(task.id, task.lease_id or "")]))
         else:
-            node.spawn(
-                node.db.run(
-                    node.broker.settle_failure,
-                    task.id,
-                    task.lease_id or "",
-                    error or "task failed",
-                    skip_retry=outcome == p.SKIP_RETRY,
-                )
-            )
+            error = error or "task failed"
+            node.spawn(self._apply(node.broker.settle_failure, task.id, task.lease_id or "", error, skip_retry=outcome == p.SKIP_RETRY))
         now = time.monotonic()
         self.breaker.record(task.type, outcome in (p.SUCCESS, p.RELEASED), now)
         metrics.PROCESS_DURATION.labels(record.queue, task.type).observe(now - record.since)
-        if record.group_lease is None:
-            self._refund(record.queue, task.type)
-        else:
-            self.member_done(record)
+        self._slot_freed(record)
         return True
 
-    def member_done(self, record: Inflight) -> None:
-        """A member of a batch delivery resolved (webhooks refund when all have)."""
+    async def _apply(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """Run a broker outcome off the loop; a lost lease is expected, not an error."""
+        try:
+            await self.node.db.run(fn, *args, **kwargs)
+        except LeaseLost as exc:
+            logger.info("dropped an outcome for %s: its lease was lost", exc.task_id)
 
     def settle_group(self, lease_id: str, results: dict[str, tuple[str, str, Any]]) -> bool:
         """Apply a batch result: listed members by outcome, the rest released."""
-        group = self.groups.pop(lease_id, None)
+        group = self.groups.get(lease_id)
         if group is None:
             return False
-        for task_id in group.members:
+        for task_id in sorted(group.pending):
             outcome, error, result = results.get(task_id, (p.RELEASED, "", None))
             self.settle(task_id, outcome, error, result)
-        any_type = next(iter(group.members.values())).type
-        self._refund(group.queue, any_type)
         return True
+
+    def _slot_freed(self, record: Inflight) -> None:
+        """One delivery resolved: give its slot back (a batch's when its last member resolves)."""
+        if record.group_lease is None:
+            self._refund(record.queue, record.task.type)
+            return
+        group = self.groups.get(record.group_lease)
+        if group is None:
+            return
+        group.pending.discard(record.task.id)
+        if not group.pending:
+            del self.groups[record.group_lease]
+            self._refund(group.queue, group.task_type)
 
     def _refund(self, queue: str, task_type: str) -> None:
         if not self.attached:
@@ -189,11 +225,11 @@ class Gateway:
             dispatcher.refund(self, 1)
 
     def add_credit(self, n: int, queue: str | None = None) -> None:
-        """Extra slots the worker opened without finishing a task."""
-        shares = {queue: n} if queue else split_capacity(n, self.queues)
+        """Extra slots the worker opened without finishing a task (*n* in all)."""
+        shares = {queue: n} if queue else spread(n, self.queues)
         for q, share in shares.items():
             dispatcher = self.node.dispatchers.get(q)
-            if dispatcher is not None and q in self.queues:
+            if dispatcher is not None and q in self.queues and share > 0:
                 dispatcher.refund(self, share)
 
     # -- lease upkeep ------------------------------------------------------------------
@@ -214,10 +250,7 @@ class Gateway:
             return
         self.node.leases.pop(task_id, None)
         self.push_cancel(task_id, record.task.lease_id or "", reason)
-        if record.group_lease is None:
-            self._refund(record.queue, record.task.type)
-        else:
-            self.member_done(record)
+        self._slot_freed(record)
 
     def cancel(self, task_id: str, lease_id: str) -> None:
         """An operator canceled a running task: ask the worker to abort it."""
@@ -236,16 +269,18 @@ class Gateway:
     async def fail_all(self, error: str = WORKER_LOST) -> None:
         """Abrupt end: in-flight tasks are due again at once, but the attempt counts."""
         for task_id, lease_id in self._take_all():
-            try:
+            # A lease already settled or reclaimed leaves nothing to do.
+            with contextlib.suppress(LeaseLost):
                 await self.node.db.run(self.node.broker.settle_failure, task_id, lease_id, error, delay=0.0)
-            except Exception as exc:  # lease already lost: nothing to do
-                logger.debug("could not fail %s after disconnect: %s", task_id, exc)
 
-    def _take_all(self) -> list[tuple[str, str]]:
-        refs = [(tid, rec.task.lease_id or "") for tid, rec in self.inflight.items()]
-        for tid in self.inflight:
-            self.node.leases.pop(tid, None)
-        self.inflight.clear()
+    def _take_all(self, keep: Callable[[str], bool] = lambda _task_id: False) -> list[tuple[str, str]]:
+        refs = []
+        for task_id, record in list(self.inflight.items()):
+            if keep(task_id):
+                continue
+            refs.append((task_id, record.task.lease_id or ""))
+            del self.inflight[task_id]
+            self.node.leases.pop(task_id, None)
         self.groups.clear()
         return refs
 

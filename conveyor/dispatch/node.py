@@ -315,14 +315,21 @@ class Node:
             rows = self.broker.tasks.filter(id__in=ids, state=State.ACTIVE, cancel_requested=True)
             return list(rows.values_list("id", "lease_id"))
 
+        told: set[tuple[str, str]] = set()
         while not self.stopping:
             await asyncio.sleep(1.0)
             ids = list(self.leases)
-            if ids:
-                try:
-                    self.cancel_running(await self.db.run(requested, ids))
-                except Exception:
-                    logger.debug("cancel watch failed", exc_info=True)
+            if not ids:
+                told.clear()
+                continue
+            try:
+                found = set(await self.db.run(requested, ids))
+            except Exception:
+                logger.debug("cancel watch failed", exc_info=True)
+                continue
+            # Tell each delivery once, not on every pass.
+            self.cancel_running(sorted(found - told))
+            told = found
 
     async def _beat(self) -> None:
         while not self.stopping:

@@ -20,6 +20,7 @@ from conveyor.conf import conveyor_settings
 logger = logging.getLogger("conveyor.node")
 
 MAX_MESSAGE = 64 * 1024 * 1024
+CLOSE_GRACE = 0.3
 
 
 def serve(host: str, port: int, *, dev: bool, ready: Callable[[str], None] | None = None) -> int:
@@ -82,6 +83,8 @@ def serve(host: str, port: int, *, dev: bool, ready: Callable[[str], None] | Non
             await asyncio.wait_for(node.drain(conveyor_settings.SHUTDOWN_TIMEOUT), conveyor_settings.SHUTDOWN_TIMEOUT)
         except Exception:
             logger.warning("drain did not finish cleanly", exc_info=True)
+        # Let the 1012 close frames reach the workers before the reactor stops.
+        await asyncio.sleep(CLOSE_GRACE)
         await node.stop()
         reactor.stop()
 
@@ -106,10 +109,12 @@ def serve(host: str, port: int, *, dev: bool, ready: Callable[[str], None] | Non
 def install_services(node: Any) -> None:
     """Attach the background services every node runs: the sweepers (acting
     only while this node leads them) and the webhook manager."""
+    from conveyor.dispatch.executor import single_writer
     from conveyor.sweepers import SWEEPERS
     from conveyor.sweepers.base import SweeperLoop
     from conveyor.webhooks.manager import WebhookManager
 
+    shared = node.db.pool if single_writer() else None
     for sweeper in SWEEPERS.values():
-        node.services.append(SweeperLoop(sweeper(node.broker, node), on_leadership=node.set_leader))
+        node.services.append(SweeperLoop(sweeper(node.broker, node), on_leadership=node.set_leader, pool=shared))
     node.services.append(WebhookManager(node))

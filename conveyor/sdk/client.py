@@ -89,7 +89,11 @@ def _seconds(value: float | timedelta | str | None) -> float | str | None:
 
 
 def _stamp(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.astimezone()  # a naive time is the machine's local time
+    return value.isoformat()
 
 
 def task_request(
@@ -169,10 +173,13 @@ def _check(response: httpx.Response) -> Any:
     return body
 
 
+ERROR_STATUS = {"invalid_argument": 400, "not_found": 404, "already_exists": 409, "failed_precondition": 409, "lease_lost": 409}
+
+
 def _batch_items(body: dict[str, Any]) -> list[BatchItem]:
     items = []
     for item in body["results"]:
-        error = api_error(400, item["error"]) if item.get("error") else None
+        error = api_error(ERROR_STATUS.get(item["error"].get("error"), 400), item["error"]) if item.get("error") else None
         task = TaskInfo.from_json(item["task"]) if item.get("task") else None
         items.append(BatchItem(item["index"], task, error, bool(item.get("created"))))
     return items

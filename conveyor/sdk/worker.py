@@ -126,13 +126,15 @@ class AsyncWorker:
         self._stopping = asyncio.Event()
         attempt = 0
         while not self._stopping.is_set():
+            self._welcomed = False
             try:
                 await self._connect_and_serve()
-                attempt = 0
             except WorkerRefused:
                 raise
             except (TimeoutError, OSError, ConnectionClosed, InvalidStatus) as exc:
                 logger.warning("connection to %s lost: %s", self.base_url, describe(exc))
+            if self._welcomed:
+                attempt = 0  # the backoff restarts after every session that got going
             if self._stopping.is_set():
                 break
             delay = random.uniform(0, min(RECONNECT_CAP, RECONNECT_BASE * 2**attempt))
@@ -174,21 +176,30 @@ class AsyncWorker:
             "sdk_version": __version__,
             "batch_types": sorted(self.batch_handlers),
         }
-        await ws.send(p.encode_frames([hello]))
         try:
+            await ws.send(p.encode_frames([hello]))
             first = await asyncio.wait_for(ws.recv(), 15)
         except ConnectionClosed as exc:
             raise self._refusal(exc) from None
         frames = p.decode_frames(first)  # type: ignore[arg-type]
         welcome = frames[0]
         if welcome.get("type") != p.WELCOME:
-            raise WorkerRefused(p.CLOSE_PROTOCOL_ERROR, str(welcome.get("message") or welcome))
+            raise await self._refused_with(ws, welcome)
+        self._welcomed = True
         self.session_id = welcome["session_id"]
         self.heartbeat_interval = float(welcome.get("heartbeat_interval") or 20)
         self.connected.set()
         logger.info("connected to %s as session %s", self.base_url, self.session_id)
         for frame in frames[1:]:
             self._on_frame(frame)
+
+    async def _refused_with(self, ws: ClientConnection, frame: dict[str, Any]) -> WorkerRefused:
+        """The server answered hello with an error frame; its close code says which refusal."""
+        message = str(frame.get("message") or frame)
+        with contextlib.suppress(TimeoutError, ConnectionClosed):
+            await asyncio.wait_for(ws.wait_closed(), 5)
+        code = ws.close_code or p.CLOSE_PROTOCOL_ERROR
+        return WorkerRefused(code, message)
 
     def _refusal(self, exc: ConnectionClosed) -> Exception:
         code = exc.rcvd.code if exc.rcvd else 1006
@@ -228,7 +239,7 @@ class AsyncWorker:
             tasks = [Task({**t, "task_type": t.get("task_type") or frame["task_type"]}, frame["queue"], frame["lease_id"], self) for t in frame["tasks"]]
             self._start(tasks, frame["lease_id"])
         elif kind == p.CANCEL:
-            self._cancel(frame.get("task_id", ""), frame.get("reason") or "canceled")
+            self._cancel(frame.get("task_id", ""), frame.get("reason") or "canceled", frame.get("lease_id"))
         elif kind == p.ERROR:
             logger.error("server error: %s: %s", frame.get("code"), frame.get("message"))
 
@@ -237,6 +248,11 @@ class AsyncWorker:
     def _start(self, tasks: list[Task], batch_lease: str | None) -> None:
         running = Running(tasks, batch_lease)
         for task in tasks:
+            old = self._running.get(task.id)
+            if old is not None:
+                # Delivered again under a new lease: the old run's result is
+                # no longer wanted (the server already dropped that lease).
+                self._drop(old, "superseded by a new delivery")
             self._running[task.id] = running
         if self._stopping is not None and self._stopping.is_set():
             self._finish(running, [(t.id, p.RELEASED, "", None) for t in tasks])
@@ -260,6 +276,10 @@ class AsyncWorker:
 
     async def _call_one(self, task: Task) -> tuple[str, str, Any]:
         handler = self.handlers.get(task.type) or self.handlers.get("*")
+        if handler is None and task.type in self.batch_handlers:
+            # A group member delivered on its own (e.g. a retry): a batch of one.
+            outcome = (await self._call_batch([task]))[0]
+            return outcome[1], outcome[2], outcome[3]
         if handler is None:
             return p.RETRY, f"no handler registered for task type {task.type!r}", None
         try:
@@ -315,18 +335,31 @@ class AsyncWorker:
         delay = (task.deadline - datetime.now(UTC)).total_seconds()
         return asyncio.get_running_loop().call_later(max(0.0, delay), self._cancel, task.id, "deadline exceeded")
 
-    def _cancel(self, task_id: str, reason: str) -> None:
+    def _cancel(self, task_id: str, reason: str, lease_id: str | None = None) -> None:
         running = self._running.get(task_id)
         if running is None:
             return
+        if lease_id and running.tasks[0].lease_id != lease_id:
+            return  # a cancel for an earlier delivery of this task
         for task in running.tasks:
             task._mark_cancelled(reason)
         if running.future is not None and not running.future.done():
             running.future.cancel()
 
+    def _drop(self, running: Running, reason: str) -> None:
+        """Stop a run whose result the server no longer wants; report nothing."""
+        running.dropped = True
+        for task in running.tasks:
+            task._mark_cancelled(reason)
+            if self._running.get(task.id) is running:
+                del self._running[task.id]
+        if running.future is not None and not running.future.done():
+            running.future.cancel()
+
     def _finish(self, running: Running, outcomes: list[tuple[str, str, str, Any]]) -> None:
         for task in running.tasks:
-            self._running.pop(task.id, None)
+            if self._running.get(task.id) is running:
+                del self._running[task.id]
         if running.dropped:
             return
         self.completed += len(outcomes)
@@ -393,13 +426,39 @@ class AsyncWorker:
     # -- endings -----------------------------------------------------------------------
 
     async def _drain(self, ws: ClientConnection) -> None:
-        """Graceful stop: let running tasks finish, then close normally."""
-        futures = {r.future for r in self._running.values() if r.future is not None}
-        if futures:
-            logger.info("draining %d running tasks (up to %.0fs)", len(futures), self.drain_timeout)
-            await asyncio.wait(futures, timeout=self.drain_timeout)
+        """Graceful stop: let running tasks finish (still hearing cancels), then close normally.
+
+        New dispatches arriving meanwhile are released at once. Tasks still
+        running at the drain timeout are released too, and told to stop.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.drain_timeout
+        if self._running:
+            logger.info("draining %d running tasks (up to %.0fs)", len(self._running), self.drain_timeout)
+        recv: asyncio.Future[Any] | None = None
+        try:
+            while self._running and loop.time() < deadline:
+                futures = {r.future for r in self._running.values() if r.future is not None}
+                recv = recv or asyncio.ensure_future(ws.recv())
+                await asyncio.wait({*futures, recv}, timeout=deadline - loop.time(), return_when=asyncio.FIRST_COMPLETED)
+                if recv.done():
+                    try:
+                        message = recv.result()
+                    except ConnectionClosed:
+                        return
+                    recv = None
+                    for frame in p.decode_frames(message):  # type: ignore[arg-type]
+                        self._on_frame(frame)
+        finally:
+            if recv is not None:
+                recv.cancel()
         for running in {id(r): r for r in self._running.values()}.values():
             self._finish(running, [(t.id, p.RELEASED, "", None) for t in running.tasks])
+            running.dropped = True
+            for task in running.tasks:
+                task._mark_cancelled("worker stopping")
+            if running.future is not None and not running.future.done():
+                running.future.cancel()
         self._flush()
         await asyncio.sleep(0)  # let the last write start
         await ws.close(p.CLOSE_NORMAL)

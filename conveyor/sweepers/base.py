@@ -44,11 +44,14 @@ class SweeperLoop:
     and retried next tick; it never stops the loop.
     """
 
-    def __init__(self, sweeper: Sweeper, on_leadership: Any = None) -> None:
+    def __init__(self, sweeper: Sweeper, on_leadership: Any = None, pool: ThreadPoolExecutor | None = None) -> None:
         self.sweeper = sweeper
         self.lock = LeaderLock(f"conveyor.sweeper.{sweeper.name}")
         self.on_leadership = on_leadership
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"conveyor-{sweeper.name}")
+        # A shared pool (the node's single SQLite thread) is used as is and
+        # never shut down here; otherwise the sweeper has its own thread.
+        self._shared_pool = pool is not None
+        self._pool = pool or ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"conveyor-{sweeper.name}")
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self.leading = False
@@ -67,7 +70,8 @@ class SweeperLoop:
             await asyncio.wait_for(loop.run_in_executor(self._pool, self._release), 5)
         except Exception:
             logger.debug("releasing %s lock failed", self.sweeper.name, exc_info=True)
-        self._pool.shutdown(wait=False)
+        if not self._shared_pool:
+            self._pool.shutdown(wait=False)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -106,5 +110,6 @@ class SweeperLoop:
 
     def _release(self) -> None:
         self.lock.release()
-        for conn in connections.all(initialized_only=True):
-            conn.close()
+        if not self._shared_pool:
+            for conn in connections.all(initialized_only=True):
+                conn.close()

@@ -16,7 +16,7 @@ import json
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,7 @@ import httpx
 from conveyor import metrics
 from conveyor.conf import conveyor_settings
 from conveyor.dispatch.frames import effective_deadline, iso
-from conveyor.dispatch.gateway import Gateway, Inflight, split_capacity
+from conveyor.dispatch.gateway import Gateway, split_capacity
 from conveyor.durations import format_duration
 from conveyor.sdk import protocol as p
 from conveyor.states import State
@@ -55,13 +55,6 @@ class Delivery:
 
     asynchronous: bool = False
     request: asyncio.Task[Any] | None = None
-
-
-@dataclass
-class Batch:
-    queue: str
-    pending: set[str] = field(default_factory=set)
-    task_type: str = ""
 
 
 def request_body(task: Task, queue: str, member_id: str | None = None) -> dict[str, Any]:
@@ -104,7 +97,7 @@ def read_answer(answer: Any, expected_id: str) -> tuple[str, str]:
             return "accepted", ""
         raise TransportFailure(f"result.status must be completed or accepted, got {status!r}")
     error = answer["error"]
-    if not isinstance(error, dict) or not isinstance(error.get("code"), int):
+    if not isinstance(error, dict) or not isinstance(error.get("code"), int) or isinstance(error.get("code"), bool):
         raise TransportFailure("error must be an object with an integer code")
     message = str(error.get("message") or f"error {error['code']}")[:MAX_ERROR]
     if error["code"] == PERMANENT:
@@ -125,7 +118,6 @@ class WebhookGateway(Gateway):
         self.name = registration.name
         self.secrets = list(registration.secrets or [])
         self.deliveries: dict[str, Delivery] = {}
-        self.batches: dict[str, Batch] = {}
         self.endpoint_breaker = EndpointBreaker()
         self.recent: deque[dict[str, Any]] = deque(maxlen=20)
         self.last_error = ""
@@ -148,12 +140,21 @@ class WebhookGateway(Gateway):
             self._probe.cancel()
         if self._upkeep is not None:
             self._upkeep.cancel()
+        # Synchronous deliveries are aborted and their tasks released. Accepted
+        # (asynchronous) ones keep their leases: the endpoint is still working
+        # and its callbacks reach any node; if it goes silent, lease expiry
+        # reclaims them.
+        parked = {tid for tid, d in self.deliveries.items() if d.asynchronous}
         for delivery in self.deliveries.values():
             if delivery.request is not None:
                 delivery.request.cancel()
         self.deliveries.clear()
-        self.batches.clear()
-        await self.release_all()
+        refs = self._take_all(keep=lambda task_id: task_id in parked)
+        for task_id in parked:
+            self.inflight.pop(task_id, None)
+            self.node.leases.pop(task_id, None)
+        if refs:
+            await self.node.db.run(self.node.broker.release_many, refs)
         await self.client.aclose()
 
     async def shutdown(self) -> None:
@@ -168,10 +169,6 @@ class WebhookGateway(Gateway):
 
     def push_group(self, queue: str, group: str, tasks: list[Task]) -> None:
         lease_id = tasks[0].lease_id or ""
-        # The base class books group slots in self.groups; this gateway
-        # resolves members one by one and refunds when all have resolved.
-        self.groups.pop(lease_id, None)
-        self.batches[lease_id] = Batch(queue, {t.id for t in tasks}, tasks[0].type)
         for task in tasks:
             self.deliveries[task.id] = Delivery()
         request = self.node.spawn(self._deliver_batch(lease_id, queue, tasks))
@@ -179,9 +176,8 @@ class WebhookGateway(Gateway):
             self.deliveries[task.id].request = request
 
     def _timeout(self, task: Task) -> float:
-        limits = [conveyor_settings.WEBHOOK_REQUEST_TIMEOUT]
-        if self.registration.request_timeout:
-            limits.append(self.registration.request_timeout)
+        """min(task timeout, the registration's request timeout or else the default)."""
+        limits = [self.registration.request_timeout or conveyor_settings.WEBHOOK_REQUEST_TIMEOUT]
         if task.timeout:
             limits.append(task.timeout)
         return min(limits)
@@ -195,7 +191,14 @@ class WebhookGateway(Gateway):
         )
         headers = {**signed_headers(self.secrets, body), "Host": target.host_header}
         extensions = {"sni_hostname": target.sni_hostname} if target.sni_hostname else {}
-        response = await self.client.post(target.url, content=body, headers=headers, timeout=timeout, extensions=extensions)
+        for index, url in enumerate(target.urls):
+            try:
+                response = await self.client.post(url, content=body, headers=headers, timeout=timeout, extensions=extensions)
+                break
+            except httpx.ConnectError:
+                # Try the host's next approved address (e.g. ::1 refused, 127.0.0.1 listening).
+                if index == len(target.urls) - 1:
+                    raise
         if response.status_code != 200:
             raise TransportFailure(f"HTTP {response.status_code}" + (" (redirects are not followed)" if response.is_redirect else ""))
         try:
@@ -215,6 +218,10 @@ class WebhookGateway(Gateway):
         except (TransportFailure, TargetRefused, httpx.HTTPError) as exc:
             self._transport_failed(task.id, describe_failure(exc))
             return
+        except Exception as exc:  # never leave a delivery hanging in flight
+            logger.exception("webhook %s: delivery of %s failed", self.name, task.id)
+            self._transport_failed(task.id, describe_failure(exc))
+            return
         self._answered(task.id, outcome, error)
 
     async def _deliver_batch(self, lease_id: str, queue: str, tasks: list[Task]) -> None:
@@ -230,11 +237,14 @@ class WebhookGateway(Gateway):
             for t in tasks:
                 self._finish(t.id, p.RETRY, "canceled: the delivery was aborted")
             raise
-        except (TransportFailure, TargetRefused, httpx.HTTPError) as exc:
+        except Exception as exc:  # transport failures and anything unexpected alike
+            if not isinstance(exc, (TransportFailure, TargetRefused, httpx.HTTPError)):
+                logger.exception("webhook %s: batch delivery failed", self.name)
             for t in tasks:
                 self._transport_failed(t.id, describe_failure(exc))
             return
-        self.endpoint_breaker.success()
+        if self.endpoint_breaker.success():
+            self._restore_capacity()
         for t in tasks:
             try:
                 outcome, error = read_answer(by_id.get(t.id), t.id)
@@ -278,19 +288,7 @@ class WebhookGateway(Gateway):
         if record is None:
             return
         self.node.leases.pop(task_id, None)
-        if record.group_lease is None:
-            self._refund(record.queue, record.task.type)
-        else:
-            self.member_done(record)
-
-    def member_done(self, record: Inflight) -> None:
-        batch = self.batches.get(record.group_lease or "")
-        if batch is None:
-            return
-        batch.pending.discard(record.task.id)
-        if not batch.pending:
-            self.batches.pop(record.group_lease or "", None)
-            self._refund(batch.queue, batch.task_type)
+        self._slot_freed(record)
 
     # -- cancel ----------------------------------------------------------------------------
 
@@ -360,9 +358,18 @@ class WebhookGateway(Gateway):
         parked = {tid: self.inflight[tid].task.lease_id for tid, d in self.deliveries.items() if d.asynchronous and tid in self.inflight}
         if not parked:
             return
+        # An accepted task past its deadline is stopped here: the endpoint
+        # may keep heartbeating, but the attempt is over.
+        now = datetime.now(UTC)
+        for task_id in list(parked):
+            deadline = effective_deadline(self.inflight[task_id].task)
+            if deadline is not None and deadline <= now:
+                self.node.spawn(self._send_cancel(task_id))
+                self._finish(task_id, p.RETRY, "deadline exceeded")
+                del parked[task_id]
 
         def alive() -> set[str]:
-            rows = self.node.broker.tasks.filter(id__in=list(parked), state=State.ACTIVE).values_list("id", "lease_id")
+            rows = self.node.broker.tasks.filter(id__in=list(parked), state__is=State.ACTIVE).values_list("id", "lease_id")
             return {tid for tid, lid in rows if parked.get(tid) == lid}
 
         live = await self.node.db.run(alive)

@@ -51,6 +51,12 @@ class Target:
     url: str
     host_header: str
     sni_hostname: str | None
+    # The host's other approved addresses, tried in order if one refuses.
+    alternates: tuple[str, ...] = ()
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        return (self.url, *self.alternates)
 
 
 async def approve(
@@ -81,14 +87,17 @@ async def approve(
             problem = address_problem(address)
             if problem is not None:
                 raise TargetRefused(f"{host} resolves to {address}, a {problem} address (private targets are not allowed)")
-    pinned = addresses[0]
-    netloc_host = f"[{pinned}]" if ":" in pinned else pinned
-    netloc = f"{netloc_host}:{explicit_port}" if explicit_port else netloc_host
-    host_header = parts.netloc.rsplit("@", 1)[-1]
+    def pinned(address: str) -> str:
+        netloc_host = f"[{address}]" if ":" in address else address
+        netloc = f"{netloc_host}:{explicit_port}" if explicit_port else netloc_host
+        return urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, ""))
+
+    urls = [pinned(a) for a in addresses]
     return Target(
-        url=urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, "")),
-        host_header=host_header,
+        url=urls[0],
+        host_header=parts.netloc.rsplit("@", 1)[-1],
         sni_hostname=host if parts.scheme == "https" and not _is_ip(host) else None,
+        alternates=tuple(urls[1:]),
     )
 
 

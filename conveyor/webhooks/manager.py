@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import connections
 
+from conveyor.dispatch.executor import single_writer
 from conveyor.models import WebhookStatus
 from conveyor.sweepers.leader import LeaderLock
 from conveyor.webhooks.gateway import WebhookGateway
@@ -42,7 +43,10 @@ class WebhookManager:
         self.gateways: dict[str, WebhookGateway] = {}
         self.fingerprints: dict[str, tuple[Any, ...]] = {}
         self.locks: dict[str, LeaderLock] = {}
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="conveyor-webhook-locks")
+        # Locks live on one connection: a thread of our own on PostgreSQL,
+        # the node's single database thread on SQLite.
+        self._shared_pool = single_writer()
+        self._pool = node.db.pool if self._shared_pool else ThreadPoolExecutor(max_workers=1, thread_name_prefix="conveyor-webhook-locks")
         self._task: asyncio.Task[None] | None = None
         self._kick = asyncio.Event()
         self._stopping = False
@@ -65,7 +69,8 @@ class WebhookManager:
             await asyncio.wait_for(loop.run_in_executor(self._pool, self._release_all), 5)
         except Exception:
             logger.debug("releasing webhook locks failed", exc_info=True)
-        self._pool.shutdown(wait=False)
+        if not self._shared_pool:
+            self._pool.shutdown(wait=False)
 
     async def _run(self) -> None:
         last_status = 0.0
@@ -134,8 +139,9 @@ class WebhookManager:
     def _release_all(self) -> None:
         for name in list(self.locks):
             self._unlock(name)
-        for conn in connections.all(initialized_only=True):
-            conn.close()
+        if not self._shared_pool:
+            for conn in connections.all(initialized_only=True):
+                conn.close()
 
     # -- status rows -----------------------------------------------------------------------
 

@@ -547,11 +547,6 @@ def test_concurrency_one_waits_for_a_credit_before_a_second_dispatch(node, queue
     assert {got["task_id"], extra["task_id"]} == {first["id"], second["id"]}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="split_capacity (conveyor/dispatch/gateway.py) lifts each small share to 1 without taking it "
-    "from the largest, so weights 1:1:100 over concurrency 10 open 11 slots",
-)
 def test_weighted_queues_never_get_more_slots_than_the_declared_concurrency(node, queue):
     async def scenario():
         async with worker(node) as w:

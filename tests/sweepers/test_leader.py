@@ -7,12 +7,18 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.db import connections
 
 from conveyor.sweepers.leader import NAMESPACE, LeaderLock, lock_key
 from tests.conftest import skip_without_postgres
 
 ALIAS = "postgres"
+
+# Locks live on real sessions: transactional, PostgreSQL only.
+pytestmark = pytest.mark.django_db(
+    transaction=True, databases=[alias for alias in (ALIAS,) if alias in settings.DATABASES]
+)
 
 
 class LockThread:

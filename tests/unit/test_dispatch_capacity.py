@@ -59,11 +59,6 @@ def test_shares_sum_to_the_concurrency_when_there_are_enough_slots(concurrency, 
     assert min(shares.values()) >= 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="split_capacity lifts tiny shares to 1 without taking the slot from a larger share, "
-    "so the sum can exceed the concurrency even with more slots than queues",
-)
 @pytest.mark.parametrize(
     ("concurrency", "weights"),
     [(10, {"a": 1, "b": 1, "c": 100}), (4, {"a": 1, "b": 1, "c": 10})],

@@ -113,6 +113,7 @@ def test_fatal_close_codes_are_the_refusals():
 
 def test_a_minimal_hello_is_filled_with_defaults():
     assert f.check_hello({"type": "hello", "queues": {"a": 3, "b": 1}, "concurrency": 4}) == {
+        "protocol": 1,
         "queues": {"a": 3, "b": 1},
         "concurrency": 4,
         "labels": {},
