@@ -1,0 +1,199 @@
+"""Drive a real node with real SDK workers; print throughput, latency and memory.
+
+    .venv/bin/python bench/dispatch_bench.py [--backends dev,cluster] [--tasks 20000]
+
+Per backend (dev = SQLite + in-memory layer; cluster = PostgreSQL + Redis):
+  * enqueue tasks/s over HTTP: one by one from one producer, and in batches of 1000
+  * drain tasks/s: 20,000 no-op tasks already queued, workers with total concurrency 50
+  * enqueue -> handler start latency p50/p95/p99 at 200 tasks/s (client clock to handler)
+  * peak RSS of the node and of a worker process
+Every task is durably committed (enqueue, lease and ack are real transactions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.common import REDIS_URL, ROOT, fresh_database, percentile
+
+
+def peak_rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+class Node:
+    def __init__(self, backend: str) -> None:
+        url = fresh_database("sqlite" if backend == "dev" else "postgres", "conveyor_dispatch_bench")
+        env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "conveyor_site.settings", "PYTHONUNBUFFERED": "1"}
+        argv = [sys.executable, "manage.py", "conveyord", "--port", "0"]
+        if backend == "dev":
+            argv.append("--dev")
+            env.pop("REDIS_URL", None)
+        else:
+            env.update(REDIS_URL=REDIS_URL, CONVEYOR_ALLOW_UNAUTHENTICATED="1", CONVEYOR_CHANNEL_PREFIX=f"bench{uuid.uuid4().hex[:6]}")
+        env["CONVEYOR_LOG_LEVEL"] = "WARNING"
+        self.log = tempfile.NamedTemporaryFile("w+", prefix="conveyor-bench-node-", suffix=".log", delete=False)  # noqa: SIM115 (lives as long as the node)
+        self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, text=True)
+        self.url = self._wait_url()
+        self.http = httpx.Client(base_url=self.url, timeout=60)
+
+    def _wait_url(self) -> str:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            text = Path(self.log.name).read_text()
+            if "listening on " in text:
+                return text.split("listening on ", 1)[1].split()[0]
+            if self.proc.poll() is not None:
+                raise SystemExit("node failed to start:\n" + text)
+            time.sleep(0.1)
+        raise SystemExit("node did not start")
+
+    def unfinished(self, queue: str) -> int:
+        for q in self.http.get("/api/v1/queues").json()["queues"]:
+            if q["name"] == queue:
+                return sum(q["counts"][s] for s in ("pending", "active", "retry", "scheduled"))
+        return 0
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def start_workers(url: str, count: int, concurrency: int, queues: str, latency_log: str | None = None) -> list[subprocess.Popen]:
+    procs = []
+    for _ in range(count):
+        argv = [sys.executable, str(ROOT / "bench" / "worker_proc.py"), url, "--queues", queues, "--concurrency", str(concurrency)]
+        if latency_log:
+            argv += ["--latency-log", latency_log]
+        procs.append(subprocess.Popen(argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}))
+    return procs
+
+
+def wait_sessions(node: Node, count: int) -> None:
+    deadline = time.time() + 30
+    while len(node.http.get("/api/v1/workers").json()["workers"]) < count:
+        if time.time() > deadline:
+            raise SystemExit("workers did not connect")
+        time.sleep(0.1)
+
+
+def stop_all(procs: list[subprocess.Popen]) -> list[float]:
+    rss = [peak_rss_mb(p.pid) for p in procs]
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    return rss
+
+
+def bench_backend(backend: str, tasks: int, workers: int, concurrency: int, rate: float, latency_tasks: int) -> dict[str, float]:
+    node = Node(backend)
+    out: dict[str, float] = {}
+    try:
+        # Enqueue one by one from one producer (keep-alive connection).
+        n = 2000
+        start = time.perf_counter()
+        for _ in range(n):
+            node.http.post("/api/v1/tasks", json={"type": "noop", "queue": "single", "json": {}})
+        out["enqueue_one_per_s"] = n / (time.perf_counter() - start)
+
+        # Enqueue in batches of 1000 (into the paused drain queue).
+        node.http.post("/api/v1/queues/drain/pause")
+        start = time.perf_counter()
+        for _ in range(tasks // 1000):
+            node.http.post("/api/v1/tasks/batch", json={"tasks": [{"type": "noop", "queue": "drain", "json": {}} for _ in range(1000)]})
+        out["enqueue_batch_per_s"] = tasks // 1000 * 1000 / (time.perf_counter() - start)
+
+        # Drain: workers connected, then resume and time until nothing is left.
+        procs = start_workers(node.url, workers, concurrency // workers, "drain=1")
+        wait_sessions(node, workers)
+        start = time.perf_counter()
+        node.http.post("/api/v1/queues/drain/resume")
+        while node.unfinished("drain"):
+            time.sleep(0.05)
+        out["drain_per_s"] = (tasks // 1000 * 1000) / (time.perf_counter() - start)
+        out["worker_rss_mb"] = max(stop_all(procs))
+
+        # Latency at a steady rate, measured from the producer's clock to the handler.
+        latency_log = tempfile.mktemp(prefix="conveyor-latency-")
+        procs = start_workers(node.url, 1, concurrency, "lat=1", latency_log)
+        wait_sessions(node, 1)
+        interval = 1.0 / rate
+        next_at = time.perf_counter()
+        for _ in range(latency_tasks):
+            node.http.post("/api/v1/tasks", json={"type": "noop", "queue": "lat", "json": {"t": time.time()}})
+            next_at += interval
+            pause = next_at - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
+        while node.unfinished("lat"):
+            time.sleep(0.05)
+        time.sleep(0.3)
+        stop_all(procs)
+        samples = [float(line.split()[0]) for line in Path(latency_log).read_text().splitlines() if line.strip()]
+        for p in (50, 95, 99):
+            out[f"latency_p{p}_ms"] = percentile(samples, p) * 1000
+        out["latency_samples"] = len(samples)
+        out["node_rss_mb"] = peak_rss_mb(node.proc.pid)
+    finally:
+        node.stop()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backends", default="dev,cluster")
+    parser.add_argument("--tasks", type=int, default=20000)
+    parser.add_argument("--workers", type=int, default=2, help="worker processes for the drain")
+    parser.add_argument("--concurrency", type=int, default=50, help="total concurrency of the drain workers")
+    parser.add_argument("--rate", type=float, default=200.0, help="tasks/s for the latency run")
+    parser.add_argument("--latency-tasks", type=int, default=2000)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    results = {b: bench_backend(b, args.tasks, args.workers, args.concurrency, args.rate, args.latency_tasks) for b in args.backends.split(",")}
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return
+    rows = [
+        ("enqueue one-by-one (tasks/s)", "enqueue_one_per_s", "{:,.0f}"),
+        ("enqueue batch of 1000 (tasks/s)", "enqueue_batch_per_s", "{:,.0f}"),
+        (f"drain {args.tasks:,} no-op, concurrency {args.concurrency} (tasks/s)", "drain_per_s", "{:,.0f}"),
+        (f"latency p50 at {args.rate:.0f}/s (ms)", "latency_p50_ms", "{:.1f}"),
+        (f"latency p95 at {args.rate:.0f}/s (ms)", "latency_p95_ms", "{:.1f}"),
+        (f"latency p99 at {args.rate:.0f}/s (ms)", "latency_p99_ms", "{:.1f}"),
+        ("node peak RSS (MB)", "node_rss_mb", "{:.0f}"),
+        ("worker peak RSS (MB)", "worker_rss_mb", "{:.0f}"),
+    ]
+    backends = list(results)
+    print(f"{'':52}" + "".join(f"{b:>14}" for b in backends))
+    for label, key, fmt in rows:
+        print(f"{label:52}" + "".join(f"{fmt.format(results[b][key]):>14}" for b in backends))
+
+
+if __name__ == "__main__":
+    main()

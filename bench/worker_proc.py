@@ -1,0 +1,54 @@
+"""A benchmark worker: no-op async handler; records start latency when asked.
+
+    python bench/worker_proc.py URL --queues drain=1 --concurrency 25 [--latency-log FILE]
+
+With --latency-log, each task's payload carries {"t": <client send time>}
+and the worker appends "client_latency server_latency" per task.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from conveyor.sdk import AsyncWorker, Task
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("url")
+    parser.add_argument("--queues", default="drain=1")
+    parser.add_argument("--concurrency", type=int, default=25)
+    parser.add_argument("--latency-log")
+    args = parser.parse_args()
+    queues = {q.split("=")[0]: int(q.split("=")[1]) for q in args.queues.split(",")}
+    worker = AsyncWorker(args.url, queues=queues, concurrency=args.concurrency)
+    samples: list[str] = []
+
+    @worker.task("noop")
+    async def noop(task: Task) -> None:
+        if args.latency_log:
+            now = time.time()
+            sent = task.payload.get("t") if isinstance(task.payload, dict) else None
+            enqueued = task.raw_payload and task.metadata.get("enqueued_at")
+            samples.append(f"{now - sent if sent else -1:.6f} {enqueued or ''}")
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, worker.stop_threadsafe)
+        await worker.run()
+
+    asyncio.run(run())
+    if args.latency_log:
+        with open(args.latency_log, "w") as f:
+            f.write("\n".join(samples) + "\n")
+
+
+if __name__ == "__main__":
+    main()
