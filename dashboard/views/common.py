@@ -73,7 +73,9 @@ def refuse_read_only(request: HttpRequest) -> HttpResponse:
 def back_url(request: HttpRequest, default: str) -> str:
     """Where to go after an action: the form's ``next`` when it is local, else *default*."""
     target = request.POST.get("next") or request.GET.get("next") or ""
-    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
         return target
     return default
 

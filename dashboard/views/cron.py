@@ -22,7 +22,15 @@ from dashboard.views.common import mutation, page, read_only, redirect_back, ref
 FORM_FIELDS = ("id", "spec", "timezone", "task_type", "queue", "content_type", "payload", "options")
 CONTENT_TYPES = ("application/json", "text/plain")
 PREVIEW_COUNT = 5
-COMMON_ZONES = ("UTC", "Europe/London", "Europe/Berlin", "America/New_York", "America/Chicago", "America/Los_Angeles", "Asia/Tokyo")
+COMMON_ZONES = (
+    "UTC",
+    "Europe/London",
+    "Europe/Berlin",
+    "America/New_York",
+    "America/Chicago",
+    "America/Los_Angeles",
+    "Asia/Tokyo",
+)
 
 
 @staff
@@ -137,7 +145,10 @@ def cron_form(request: HttpRequest, entry_id: str | None = None) -> HttpResponse
     if request.method == "POST":
         if read_only():
             return refuse_read_only(request)
-        values = {name: request.POST.get(name, "").strip() if name != "payload" else request.POST.get(name, "") for name in FORM_FIELDS}
+        values = {
+            name: request.POST.get(name, "").strip() if name != "payload" else request.POST.get(name, "")
+            for name in FORM_FIELDS
+        }
         values["paused"] = request.POST.get("paused") == "on"
         new_id = entry.id if entry is not None else values["id"]
         try:
@@ -150,7 +161,9 @@ def cron_form(request: HttpRequest, entry_id: str | None = None) -> HttpResponse
         except ConveyorError as exc:
             errors["general"] = exc.message
         else:
-            messages.success(request, f"Cron entry {saved.id} saved; next run {saved.next_run_at:%Y-%m-%d %H:%M:%S} UTC.")
+            messages.success(
+                request, f"Cron entry {saved.id} saved; next run {saved.next_run_at:%Y-%m-%d %H:%M:%S} UTC."
+            )
             return HttpResponseRedirect(reverse("dashboard:cron"))
     first = preview(values.get("spec", ""), values.get("timezone", "UTC")) if values.get("spec") else None
     if first and first["ok"]:

@@ -20,17 +20,25 @@ def overview(request: HttpRequest) -> HttpResponse:
     broker = get_broker()
     rows = queue_rows(broker)
     totals = {name: sum(r["counts"].get(name, 0) for r in rows) for name in STATE_NAMES}
-    nodes = list(Node.objects.order_by("started_at").annotate(session_count=Count("sessions"), inflight=Sum("sessions__inflight")))
+    nodes = list(
+        Node.objects.order_by("started_at").annotate(
+            session_count=Count("sessions"), inflight=Sum("sessions__inflight")
+        )
+    )
     leaders = [(name, [n for n in nodes if name in (n.leader_of or [])]) for name in SWEEPERS]
     shown: dict[str, list[WorkerSession]] = {}
-    for s in WorkerSession.objects.order_by("connected_at").only("id", "node_id", "queues", "labels", "inflight", "concurrency"):
+    for s in WorkerSession.objects.order_by("connected_at").only(
+        "id", "node_id", "queues", "labels", "inflight", "concurrency"
+    ):
         per_node = shown.setdefault(s.node_id, [])
         if len(per_node) < SESSIONS_SHOWN:
             per_node.append(s)
     for n in nodes:
         n.shown_sessions = shown.get(n.id, [])
         n.more_sessions = max(0, n.session_count - len(n.shown_sessions))
-    sessions = WorkerSession.objects.aggregate(count=Count("id"), concurrency=Sum("concurrency"), inflight=Sum("inflight"))
+    sessions = WorkerSession.objects.aggregate(
+        count=Count("id"), concurrency=Sum("concurrency"), inflight=Sum("inflight")
+    )
     return page(
         request,
         "dashboard/overview.html",
@@ -38,7 +46,11 @@ def overview(request: HttpRequest) -> HttpResponse:
             "queues": rows,
             "totals": totals,
             "total": sum(totals.values()),
-            "waiting": totals["pending"] + totals["scheduled"] + totals["retry"] + totals["blocked"] + totals["aggregating"],
+            "waiting": totals["pending"]
+            + totals["scheduled"]
+            + totals["retry"]
+            + totals["blocked"]
+            + totals["aggregating"],
             "nodes": nodes,
             "leaders": leaders,
             "sessions": sessions,

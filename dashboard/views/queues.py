@@ -102,7 +102,9 @@ def queue_pause(request: HttpRequest, name: str, action: str) -> HttpResponse:
     except ConveyorError as exc:
         report(request, exc, f"{action} queue {name}")
     else:
-        messages.success(request, f"Queue {name} {'paused: nothing more is dispatched from it' if paused else 'resumed'}.")
+        messages.success(
+            request, f"Queue {name} {'paused: nothing more is dispatched from it' if paused else 'resumed'}."
+        )
     return redirect_back(request, reverse("dashboard:queues"))
 
 
@@ -137,7 +139,9 @@ def queue_rate_limit(request: HttpRequest, name: str) -> HttpResponse:
             messages.success(request, f"Rate limit of queue {name} removed.")
         else:
             limit = broker.set_rate_limit(
-                name, _number(request.POST.get("rate", ""), "rate", float), _number(request.POST.get("burst", "1"), "burst", int)
+                name,
+                _number(request.POST.get("rate", ""), "rate", float),
+                _number(request.POST.get("burst", "1"), "burst", int),
             )
             messages.success(request, f"Queue {name} limited to {limit.rate:g} tasks/s (burst {limit.burst}).")
     except ConveyorError as exc:

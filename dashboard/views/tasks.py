@@ -75,7 +75,9 @@ def tasks(request: HttpRequest) -> HttpResponse:
         prev_url = _query(**base, after=trail[-1] if trail else None, trail=",".join(trail[:-1]) or None)
     known_total = None
     if filters["state"] and not filters["type"] and not filters["q"]:
-        known_total = sum(q.counts.get(filters["state"], 0) for q in stats if not filters["queue"] or q.name == filters["queue"])
+        known_total = sum(
+            q.counts.get(filters["state"], 0) for q in stats if not filters["queue"] or q.name == filters["queue"]
+        )
     elif not filters["state"] and not filters["type"] and not filters["q"]:
         known_total = sum(q.total for q in stats if not filters["queue"] or q.name == filters["queue"])
     return page(
@@ -95,7 +97,6 @@ def tasks(request: HttpRequest) -> HttpResponse:
             "first_url": _query(**base) if after else None,
             "known_total": known_total,
             "error": error,
-            "bulk_actions": BULK_ACTIONS,
         },
         nav="tasks",
     )
@@ -139,20 +140,39 @@ def tasks_action(request: HttpRequest) -> HttpResponse:
 
 def _dependencies(task: Task) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int, int]:
     up_edges = list(TaskDependency.objects.filter(task_id=task.id).order_by("id")[:DEPENDENCY_SHOW_MAX])
-    up_total = TaskDependency.objects.filter(task_id=task.id).count() if len(up_edges) == DEPENDENCY_SHOW_MAX else len(up_edges)
+    up_total = (
+        TaskDependency.objects.filter(task_id=task.id).count()
+        if len(up_edges) == DEPENDENCY_SHOW_MAX
+        else len(up_edges)
+    )
     states = dict(Task.objects.filter(id__in=[e.depends_on_id for e in up_edges]).values_list("id", "state"))
     upstream = [
-        {"id": e.depends_on_id, "state": states.get(e.depends_on_id), "on_failure": e.on_failure, "resolution": e.resolution}
+        {
+            "id": e.depends_on_id,
+            "state": states.get(e.depends_on_id),
+            "on_failure": e.on_failure,
+            "resolution": e.resolution,
+        }
         for e in up_edges
     ]
     down_edges = list(
-        TaskDependency.objects.filter(depends_on_id=task.id).select_related("task").order_by("task_id")[:DEPENDENCY_SHOW_MAX]
+        TaskDependency.objects.filter(depends_on_id=task.id)
+        .select_related("task")
+        .order_by("task_id")[:DEPENDENCY_SHOW_MAX]
     )
     down_total = (
-        TaskDependency.objects.filter(depends_on_id=task.id).count() if len(down_edges) == DEPENDENCY_SHOW_MAX else len(down_edges)
+        TaskDependency.objects.filter(depends_on_id=task.id).count()
+        if len(down_edges) == DEPENDENCY_SHOW_MAX
+        else len(down_edges)
     )
     downstream = [
-        {"id": e.task_id, "state": e.task.state, "type": e.task.type, "on_failure": e.on_failure, "resolution": e.resolution}
+        {
+            "id": e.task_id,
+            "state": e.task.state,
+            "type": e.task.type,
+            "on_failure": e.on_failure,
+            "resolution": e.resolution,
+        }
         for e in down_edges
     ]
     return upstream, downstream, up_total, down_total
@@ -166,7 +186,9 @@ def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
         # The page's own live refresh learns it is gone from a header, not a
         # 404 the browser would log as a console error.
         refresh = request.headers.get("X-Dashboard-Refresh") == "1"
-        response = page(request, "dashboard/task_missing.html", {"task_id": task_id}, nav="tasks", status=200 if refresh else 404)
+        response = page(
+            request, "dashboard/task_missing.html", {"task_id": task_id}, nav="tasks", status=200 if refresh else 404
+        )
         response["X-Conveyor-Gone"] = "1"
         return response
     upstream, downstream, up_total, down_total = _dependencies(task)

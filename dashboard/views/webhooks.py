@@ -150,11 +150,16 @@ def webhook_form(request: HttpRequest, name: str | None = None) -> HttpResponse:
     if request.method == "POST":
         if read_only():
             return refuse_read_only(request)
-        values = {f: request.POST.get(f, "").strip() for f in ("name", "url", "queues", "concurrency", "request_timeout", "batch_types")}
+        values = {
+            f: request.POST.get(f, "").strip()
+            for f in ("name", "url", "queues", "concurrency", "request_timeout", "batch_types")
+        }
         values["paused"] = request.POST.get("paused") == "on"
         try:
             if reg is None and values["name"] and _exists(values["name"]):
-                raise InvalidArgument("name", f"a registration named {values['name']!r} exists already; edit it instead")
+                raise InvalidArgument(
+                    "name", f"a registration named {values['name']!r} exists already; edit it instead"
+                )
             saved = broker.upsert_webhook(_spec(request, reg, values))
         except InvalidArgument as exc:
             field = _field_of(exc)

@@ -69,7 +69,9 @@ def migrated_template(tmp: Path) -> Path:
     """A migrated SQLite file that every node of the session starts from (a copy)."""
     db = tmp / "template.sqlite3"
     if not db.exists():
-        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=node_env(db), check=True)
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=node_env(db), check=True
+        )
     return db
 
 
@@ -169,7 +171,9 @@ class NodePool:
 
 
 @pytest.fixture(scope="session")
-def nodes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, template_db: Path) -> Iterator[NodePool]:
+def nodes(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, template_db: Path
+) -> Iterator[NodePool]:
     pool = NodePool(tmp_path_factory, template_db)
     modules = {Path(str(item.fspath)).name for item in request.session.items}
     for name, (module, _) in NodePool.KNOWN.items():

@@ -24,8 +24,14 @@ def test_anonymous_changes_are_refused(anonymous: Dash, node, q: str) -> None:
     page.goto(anonymous.base + "/admin/login/")
     token = page.locator('input[name="csrfmiddlewaretoken"]').input_value()
     headers = {"X-CSRFToken": token, "Referer": anonymous.base + "/"}
-    for path, form in [(f"/queues/{q}/pause", {}), (f"/tasks/{task['id']}/cancel", {}), ("/tasks/actions", {"action": "delete", "ids": task["id"]})]:
-        response = page.request.post(anonymous.base + path, form={"csrfmiddlewaretoken": token, **form}, headers=headers, max_redirects=0)
+    for path, form in [
+        (f"/queues/{q}/pause", {}),
+        (f"/tasks/{task['id']}/cancel", {}),
+        ("/tasks/actions", {"action": "delete", "ids": task["id"]}),
+    ]:
+        response = page.request.post(
+            anonymous.base + path, form={"csrfmiddlewaretoken": token, **form}, headers=headers, max_redirects=0
+        )
         assert response.status == 302 and "/admin/login/" in response.headers["location"], (path, response.status)
     assert node.task(task["id"])["state"] == "scheduled"
     assert not next(x for x in node.api("GET", "/api/v1/queues")["queues"] if x["name"] == q)["paused"]

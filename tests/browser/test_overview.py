@@ -25,7 +25,9 @@ def test_live_rates_and_sweeper_leaders(dash: Dash, node, q: str) -> None:
         node_id = node.api("GET", "/api/v1/cluster")["nodes"][0]["id"]
         leaders = dash.page.locator("dl.leaders")
         for sweeper in ("scheduler", "reaper", "groups"):
-            leaders.locator("div", has=dash.page.locator("dt", has_text=sweeper)).get_by_role("link", name=node_id).wait_for()
+            leaders.locator("div", has=dash.page.locator("dt", has_text=sweeper)).get_by_role(
+                "link", name=node_id
+            ).wait_for()
         # The node's row lists its worker sessions (by host label).
         node_row = dash.page.locator(f'#ov-cluster tr[id="node-{node_id}"]')
         node_row.locator(".sessions .chip", has_text="rates-box").wait_for()

@@ -65,11 +65,15 @@ def test_read_only_disables_controls_and_the_server_refuses(ro: Dash, ro_node: N
         ("/cron/new", {"id": "x", "spec": "@daily", "task_type": "demo"}),
         ("/webhooks/new", {"name": "x", "url": "http://127.0.0.1:9/", "queues": "ro"}),
     ]:
-        response = page.request.post(ro.base + path, form={"csrfmiddlewaretoken": token, **form}, headers=headers, max_redirects=0)
+        response = page.request.post(
+            ro.base + path, form={"csrfmiddlewaretoken": token, **form}, headers=headers, max_redirects=0
+        )
         assert response.status == 403, (path, response.status)
         assert "read-only mode" in response.text()
     stored = ro_node.task(task["id"])
     assert stored["state"] == "scheduled"
     queues = {q["name"]: q for q in ro_node.api("GET", "/api/v1/queues")["queues"]}
     assert queues["ro"]["paused"] is False and queues["ro"]["concurrency_limit"] is None
-    assert ro_node.api("GET", "/api/v1/cron")["entries"] == [] and ro_node.api("GET", "/api/v1/webhooks")["webhooks"] == []
+    assert (
+        ro_node.api("GET", "/api/v1/cron")["entries"] == [] and ro_node.api("GET", "/api/v1/webhooks")["webhooks"] == []
+    )

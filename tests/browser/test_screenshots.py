@@ -25,9 +25,16 @@ def demo(nodes: NodePool) -> Iterator[dict[str, Any]]:
     n = nodes.get("demo")
     workers = [
         # Credits split by weight: reports gets 4 of the 12 (two stay busy showing progress).
-        DemoWorker(n, queues={"emails": 3, "reports": 2, "billing": 1}, types="email.send,report.build,invoice.charge",
-                   concurrency=12, labels={"region": "eu-west-1", "host": "worker-a"}),
-        DemoWorker(n, queues={"images": 1}, types="image.resize", concurrency=4, labels={"gpu": "yes", "host": "worker-b"}),
+        DemoWorker(
+            n,
+            queues={"emails": 3, "reports": 2, "billing": 1},
+            types="email.send,report.build,invoice.charge",
+            concurrency=12,
+            labels={"region": "eu-west-1", "host": "worker-a"},
+        ),
+        DemoWorker(
+            n, queues={"images": 1}, types="image.resize", concurrency=4, labels={"gpu": "yes", "host": "worker-b"}
+        ),
     ]
     stop = threading.Event()
     try:
@@ -46,23 +53,46 @@ def seed(n: Node) -> dict[str, Any]:
     api("PUT", "/api/v1/queues/emails/rate-limit", json={"rate": 50, "burst": 10})
     api("PUT", "/api/v1/queues/billing/concurrency-limit", json={"limit": 1})
     api("PUT", "/api/v1/queues/exports/policy", json={"policy": "lifo"})
-    api("PUT", "/api/v1/groups", json={"queue": "images", "group": "thumbnails", "max_size": 500, "max_delay": "1h", "grace": "1h"})
+    api(
+        "PUT",
+        "/api/v1/groups",
+        json={"queue": "images", "group": "thumbnails", "max_size": 500, "max_delay": "1h", "grace": "1h"},
+    )
     for i in range(18):
-        n.enqueue(queue="emails", type="email.send", retention=HOUR, json={"to": f"user{i}@example.com", "template": "welcome"})
+        n.enqueue(
+            queue="emails",
+            type="email.send",
+            retention=HOUR,
+            json={"to": f"user{i}@example.com", "template": "welcome"},
+        )
     for i in range(2):
         n.enqueue(queue="emails", type="email.send", max_retry=5, json={"to": f"bounce{i}@example.net", "fail": True, "error": "SMTP 451: try again later"})  # fmt: skip
-    n.enqueue(queue="emails", type="email.send", json={"to": "nobody@invalid", "skip": True, "error": "SMTP 550: mailbox unavailable"})
+    n.enqueue(
+        queue="emails",
+        type="email.send",
+        json={"to": "nobody@invalid", "skip": True, "error": "SMTP 550: mailbox unavailable"},
+    )
     report = n.enqueue(
         queue="reports", type="report.build", json={"report": "revenue", "period": "2026-11", "progress": 62, "message": "aggregating invoices"},
         metadata={"tenant": "acme", "requested_by": "ops@acme.test"},
     )  # fmt: skip
-    n.enqueue(queue="reports", type="report.build", json={"report": "churn", "period": "2026-11", "progress": 25, "message": "loading events"})
+    n.enqueue(
+        queue="reports",
+        type="report.build",
+        json={"report": "churn", "period": "2026-11", "progress": 25, "message": "loading events"},
+    )
     n.enqueue(
         queue="reports", type="email.send", json={"to": "finance@acme.test", "attach": "revenue"},
         depends_on=[{"task_id": report["id"], "on_failure": "cascade_cancel"}],
     )  # fmt: skip
     for day in ("2026-11-30", "2026-12-01", "2026-12-02"):
-        n.enqueue(queue="reports", type="report.build", process_in=6 * HOUR, unique_key=f"daily:{day}", json={"report": "daily", "day": day})
+        n.enqueue(
+            queue="reports",
+            type="report.build",
+            process_in=6 * HOUR,
+            unique_key=f"daily:{day}",
+            json={"report": "daily", "day": day},
+        )
     for i in range(4):
         n.enqueue(queue="billing", type="invoice.charge", retention=HOUR, concurrency_key=f"customer-{40 + i}", json={"invoice": 1000 + i, "amount_cents": 4999})  # fmt: skip
     n.enqueue(queue="billing", type="invoice.charge", concurrency_key="customer-7", json={"invoice": 977, "skip": True, "error": "card declined (insufficient funds)"})  # fmt: skip
@@ -129,7 +159,9 @@ PAGES = [
 
 
 @pytest.mark.parametrize("width", ["desktop", "narrow"])
-def test_every_page_renders_at_both_widths(browser: Any, demo: dict[str, Any], screenshot_dir: Path, width: str) -> None:
+def test_every_page_renders_at_both_widths(
+    browser: Any, demo: dict[str, Any], screenshot_dir: Path, width: str
+) -> None:
     n: Node = demo["node"]
     context = browser.new_context(viewport=DESKTOP if width == "desktop" else NARROW, storage_state=session_state(n))
     context.set_default_timeout(20_000)

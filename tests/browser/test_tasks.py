@@ -68,7 +68,10 @@ def test_detail_shows_payload_metadata_dependencies(dash: Dash, node, q: str) ->
         depends_on=[{"task_id": parent["id"], "on_failure": "cascade_cancel"}],
     )  # fmt: skip
     blob = node.enqueue(
-        queue=q, type="blob.store", payload=base64.b64encode(bytes(range(40))).decode(), content_type="application/octet-stream"
+        queue=q,
+        type="blob.store",
+        payload=base64.b64encode(bytes(range(40))).decode(),
+        content_type="application/octet-stream",
     )
     dash.goto(f"/tasks/{child['id']}/")
     assert dash.page.locator("#task-state").inner_text() == "blocked"
