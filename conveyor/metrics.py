@@ -27,6 +27,9 @@ _EVENT_COUNTERS = {
     "canceled": Counter("conveyor_tasks_canceled_total", "Waiting tasks canceled", ["queue"], registry=REGISTRY),
 }
 FAILED = Counter("conveyor_tasks_failed_total", "Failed attempts (retried or archived)", ["queue"], registry=REGISTRY)
+LEASE_QUERIES = Counter(
+    "conveyor_lease_queries_total", "Lease transactions run by this node's dispatchers", ["queue"], registry=REGISTRY
+)
 THROTTLED = Counter(
     "conveyor_throttled_total", "Lease cycles held back by a queue limit", ["queue", "limit"], registry=REGISTRY
 )

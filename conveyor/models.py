@@ -282,3 +282,25 @@ class WorkerSession(models.Model):
 
     class Meta:
         ordering = ["connected_at"]
+
+
+class QueueMinute(models.Model):
+    """Per-queue, per-minute counts for the dashboard's history charts.
+
+    Nodes add their lifecycle-event counts every few seconds; the reaper's
+    leader records the backlog (due waiting tasks). Kept for a day.
+    """
+
+    queue = models.CharField(max_length=100)
+    minute = models.DateTimeField()
+    enqueued = models.PositiveIntegerField(default=0)
+    completed = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    backlog = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["queue", "minute"], name="queue_minute_unique")]
+        indexes = [models.Index(fields=["minute"], name="queue_minute_time")]
+
+    def __str__(self) -> str:
+        return f"{self.queue} {self.minute:%H:%M}"

@@ -417,3 +417,20 @@ class InfoView(ApiView):
         """Server version, database driver and time."""
         info = get_broker().info()
         return Response({"version": __version__, "driver": info["driver"], "time": render.ts(info["time"])})
+
+
+class HistoryView(ApiView):
+    @extend_schema(
+        operation_id="stats_history",
+        parameters=[OpenApiParameter("minutes", {"type": "integer", "minimum": 1, "maximum": 1440}, description="default 60")],
+        responses={200: schemas.History},
+        tags=["cluster"],
+    )
+    def get(self, request: Request) -> Response:
+        """Per queue and minute: enqueued, completed, failed and backlog (minutes with no activity are left out)."""
+        from conveyor import stats
+
+        raw = request.query_params.get("minutes", "60")
+        if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 1440:
+            raise InvalidArgument("minutes", "must be an integer from 1 to 1440")
+        return Response({"series": stats.history(get_broker().now(), int(raw))})

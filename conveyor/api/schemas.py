@@ -422,6 +422,19 @@ class Info(s.Serializer):
     time = s.DateTimeField()
 
 
+class HistoryRow(s.Serializer):
+    minute = s.DateTimeField()
+    queue = s.CharField()
+    enqueued = s.IntegerField()
+    completed = s.IntegerField()
+    failed = s.IntegerField(help_text="attempts retried or archived")
+    backlog = s.IntegerField(help_text="due waiting tasks, sampled by the reaper")
+
+
+class History(s.Serializer):
+    series = HistoryRow(many=True)
+
+
 ERRORS = {
     "400": "invalid argument: `field` names what was refused ('' when the body is not a JSON object)",
     "401": "no bearer token, or a wrong one (only when CONVEYOR_API_TOKENS is set)",

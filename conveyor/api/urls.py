@@ -34,5 +34,6 @@ urlpatterns = [
     path("workers", admin.WorkerListView.as_view(), name="workers"),
     path("cluster", admin.ClusterView.as_view(), name="cluster"),
     path("info", admin.InfoView.as_view(), name="info"),
+    path("stats/history", admin.HistoryView.as_view(), name="stats-history"),
     re_path(r"^[\s\S]*$", no_endpoint),  # [\s\S], not (?s): reverse() cannot read inline flags
 ]

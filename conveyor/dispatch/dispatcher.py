@@ -45,6 +45,11 @@ class QueueDispatcher:
         self.slots: dict[str, Slot] = {}
         self._leasing = False
         self._wanted = False
+        # True after a lease found the queue empty (of due, dispatchable
+        # work) and nothing said otherwise since: freed credit alone then
+        # does not lease again. Every enqueue, release, retry timer and sweep
+        # sends a wake, which clears it.
+        self._drained = False
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
         self._self_check: asyncio.TimerHandle | None = None
@@ -54,7 +59,7 @@ class QueueDispatcher:
 
     def add_gateway(self, gateway: Gateway, credit: int, weight: int) -> None:
         self.slots[gateway.key] = Slot(gateway, max(1, weight), max(0, credit))
-        self.kick()
+        self.look()
 
     def remove_gateway(self, gateway: Gateway) -> None:
         self.slots.pop(gateway.key, None)
@@ -63,7 +68,8 @@ class QueueDispatcher:
         slot = self.slots.get(gateway.key)
         if slot is not None:
             slot.credit += n
-            self.kick()
+            if not self._drained:
+                self.kick()
 
     def free_credit(self) -> int:
         return sum(s.credit for s in self.slots.values() if s.credit > 0)
@@ -77,7 +83,7 @@ class QueueDispatcher:
             if delay > 0:
                 self._arm_timer(delay)
                 return
-        self.kick()
+        self.look()
 
     def _arm_timer(self, delay: float) -> None:
         loop = asyncio.get_running_loop()
@@ -91,6 +97,11 @@ class QueueDispatcher:
 
     def _on_timer(self) -> None:
         self._timer = None
+        self.look()
+
+    def look(self) -> None:
+        """There may be new due work: lease (again)."""
+        self._drained = False
         self.kick()
 
     def kick(self) -> None:
@@ -117,15 +128,19 @@ class QueueDispatcher:
                     self._distribute(batch.tasks)
                 self._follow_hints(batch)
                 if len(batch.tasks) < n and not self._wanted:
+                    # Held back by a per-key limit: a completion may free a key.
+                    self._drained = batch.throttled != "concurrency"
                     break
         except Exception:
             logger.exception("lease on queue %s failed; retrying in %.0fs", self.queue, ERROR_BACKOFF)
+            self._drained = False
             self._arm_timer(ERROR_BACKOFF)
         finally:
             self._leasing = False
         self._schedule_self_check()
 
     def _observe(self, batch: Any) -> None:
+        metrics.LEASE_QUERIES.labels(self.queue).inc()
         if batch.tasks:
             metrics.observe_dispatch(self.queue, ((t.started_at - t.due_at).total_seconds() for t in batch.tasks))
         if batch.throttled in ("rate", "concurrency"):
@@ -149,7 +164,7 @@ class QueueDispatcher:
                 # on the in-memory layer): notice their changes within a second.
                 period = min(period, 1.0)
             period *= 0.8 + 0.4 * random.random()
-            self._self_check = asyncio.get_running_loop().call_later(period, self.kick)
+            self._self_check = asyncio.get_running_loop().call_later(period, self.look)
 
     # -- distribution ----------------------------------------------------------------
 

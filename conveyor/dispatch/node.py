@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from conveyor import __version__, cluster, metrics
+from conveyor import __version__, cluster, metrics, stats
 from conveyor.broker import Broker, set_broker
 from conveyor.broker.hooks import BrokerHooks
 from conveyor.conf import conveyor_settings
@@ -78,10 +78,9 @@ def _same_cron(entry: Any, spec: Any) -> bool:
 class NodeHooks(BrokerHooks):
     """Broker hooks of a node: called from database threads, run on the loop."""
 
-    wants_events = True
-
     def __init__(self, node: Node) -> None:
         self.node = node
+        self.wants_events = conveyor_settings.EVENTS
 
     def wake(self, queues: Any, at: datetime | None = None) -> None:
         self.node.call_soon(self.node.waker.wake, list(queues), at)
@@ -111,6 +110,8 @@ class Node:
         self.waker = Waker(self)
         self.events = EventBus(self)
         self.events.listeners.append(metrics.count_events)
+        self.stats = stats.Tally()
+        self.events.listeners.append(self.stats.add)
         self.resolver = Resolver(self)
         self.services: list[Any] = []  # objects with async start() / stop()
         self.leader_of: set[str] = set()
@@ -337,5 +338,8 @@ class Node:
             inflight = {key: len(gw.inflight) for key, gw in self.gateways.items()}
             try:
                 await self.db.run(cluster.beat, self.id, datetime.now(UTC), sorted(self.leader_of), inflight, self.port)
+                counts = self.stats.take()
+                if counts:
+                    await self.db.run(stats.save_counts, counts)
             except Exception:
                 logger.warning("node heartbeat failed", exc_info=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from conveyor import stats
 from conveyor.sweepers.base import Sweeper
 
 
@@ -19,6 +20,8 @@ class Reaper(Sweeper):
         due = self.broker.pending_counts()
         if due:
             self.broker.hooks.wake(sorted(due))
+        # The backlog of the history charts (not task state).
+        stats.record_backlog(due, self.broker.now(), using=self.broker.db)
         return {
             "reaped": reaped.count,
             "expired": expired.count,

@@ -214,3 +214,36 @@ def test_two_nodes_share_a_queue_without_double_delivery(cluster, pg_database):
         rows, distinct, pids = conn.execute("SELECT count(*), count(DISTINCT task_id), count(DISTINCT pid) FROM e2e_executions").fetchone()
     assert (rows, distinct) == (total, total)  # each task executed exactly once
     assert pids == 4  # and every worker took part
+
+
+def lease_queries(node, queue: str) -> float:
+    text = node.http.get("/metrics").text
+    for line in text.splitlines():
+        if line.startswith(f'conveyor_lease_queries_total{{queue="{queue}"}}'):
+            return float(line.split()[-1])
+    return 0.0
+
+
+@pytest.mark.parametrize("mode", ["dev"])
+def test_lease_queries_per_task_do_not_grow_with_idle_workers(cluster):
+    node = cluster.node(dispatch_self_check=3600)
+
+    def queries_per_task(queue: str, workers: int) -> float:
+        started = [cluster.worker(node, queues=f"{queue}=1", concurrency=4) for _ in range(workers)]
+        wait_for(lambda: len(node.api("GET", "/api/v1/workers")["workers"]) == workers, 20, what="workers")
+        before = lease_queries(node, queue)
+        for _ in range(30):  # a trickle: one task at a time
+            task = node.enqueue(queue=queue, json={})
+            wait_state(node, task["id"], "completed")
+        used = lease_queries(node, queue) - before
+        for worker in started:
+            worker.stop()
+        wait_for(lambda: not node.api("GET", "/api/v1/workers")["workers"], 20, what="workers gone")
+        return used / 30
+
+    one, eight = queries_per_task("trickle1", 1), queries_per_task("trickle8", 8)
+    print(f"lease queries per task at a trickle: 1 worker {one:.2f}, 8 workers {eight:.2f}")
+    # One node: about one lease (plus a follow-up when credit frees) per
+    # task, however many workers wait.
+    assert eight <= one + 0.5
+    assert eight < 4
