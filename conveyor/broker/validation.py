@@ -20,7 +20,10 @@ from conveyor.exceptions import InvalidArgument
 # \Z, not $: ``$`` also matches before a trailing newline, and other modules
 # use these patterns with ``match``.
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
-TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+=-]*\Z")
+# No "/": an id is a path segment of the REST API (/api/v1/tasks/<id>).
+TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*\Z")
+# Ids that would collide with REST routes under /api/v1/tasks/.
+RESERVED_IDS = ("batch", "tx", "actions")
 ON_FAILURE = ("block", "continue", "cascade_cancel")
 MAX_RETRY_LIMIT = 10_000
 # Longest accepted duration: 100 years. Anything longer is a mistake, and
@@ -44,7 +47,9 @@ def check_task_id(value: Any, field: str = "id") -> str:
     if len(value) > 100:
         raise InvalidArgument(field, "must be at most 100 characters")
     if not TASK_ID.fullmatch(value):
-        raise InvalidArgument(field, "may contain only letters, digits and . _ : @ / + = -")
+        raise InvalidArgument(field, "may contain only letters, digits and . _ : @ + = -")
+    if value in RESERVED_IDS:
+        raise InvalidArgument(field, f"{value!r} is reserved (it names an API route)")
     return value
 
 

@@ -55,8 +55,13 @@ def test_empty_queue_name_is_rejected(broker):
     assert_rejected(broker, spec(queue=""), "queue")
 
 
-@pytest.mark.parametrize("task_id", ["has space", "x" * 101, "trailing\n"])
+@pytest.mark.parametrize("task_id", ["has space", "x" * 101, "trailing\n", "a/b"])
 def test_malformed_task_id_is_rejected(broker, task_id):
+    assert_rejected(broker, spec(id=task_id), "id")
+
+
+@pytest.mark.parametrize("task_id", ["batch", "tx", "actions"])
+def test_ids_naming_api_routes_are_reserved(broker, task_id):
     assert_rejected(broker, spec(id=task_id), "id")
 
 

@@ -104,6 +104,9 @@ class Raw:
 
     async def enqueue(self, **body: Any) -> dict[str, Any]:
         body.setdefault("type", "proto:test")
+        # Keep completed rows readable (the default retention purges them on
+        # the reaper's next pass, which could race the assertion).
+        body.setdefault("retention", "1h")
         response = await self.http.post("/api/v1/tasks", json=body)
         assert response.status_code == 201, response.text
         return response.json()
