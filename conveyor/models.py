@@ -93,8 +93,10 @@ class Task(models.Model):
                 condition=Q(state__in=LEASABLE),
                 name="task_lease_lifo",
             ),
-            # Earliest future due time per queue (retry timers, lost-wake sweep).
-            models.Index(fields=["queue", "due_at"], condition=Q(state__in=LEASABLE), name="task_due"),
+            # Earliest future retry per queue (the dispatcher's retry timer).
+            # Only retry rows: an index over every leasable row by due time
+            # tempts the planner to read and sort all due rows on each lease.
+            models.Index(fields=["queue", "due_at"], condition=Q(state=State.RETRY), name="task_retry_due"),
             models.Index(fields=["due_at"], condition=Q(state=State.SCHEDULED), name="task_scheduled"),
             models.Index(fields=["lease_expires_at"], condition=Q(state=State.ACTIVE), name="task_lease_expiry"),
             models.Index(
@@ -116,7 +118,6 @@ class Task(models.Model):
             ),
             models.Index(fields=["queue", "state", "id"], name="task_list"),
             models.Index(fields=["state", "id"], name="task_list_state"),
-            models.Index(fields=["lease_id"], condition=Q(state=State.ACTIVE), name="task_active_lease"),
         ]
         constraints = [
             # A unique key is claimed while its holder is incomplete. Lapsed

@@ -193,7 +193,9 @@ def _search(qs, text: str):  # type: ignore[no-untyped-def]
     from django.db.models import Q
 
     text = text.strip()
-    return qs.filter(Q(id=text) | Q(unique_key=text) | Q(concurrency_key=text) | Q(id__startswith=text))
+    # An id prefix as a range on the primary key (an index scan; no LIKE index).
+    prefix = Q(id__gte=text, id__lt=text + "\U0010ffff") & Q(id__startswith=text)
+    return qs.filter(Q(id=text) | Q(unique_key=text) | Q(concurrency_key=text) | prefix)
 
 
 def encode_page_token(last_id: str) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.db import IntegrityError
 
+from conveyor.broker import pg
 from conveyor.broker.base import BrokerBase
 from conveyor.broker.types import ItemResult, TaskSpec
 from conveyor.broker.validation import check_dependencies, task_fields
@@ -126,7 +127,10 @@ class EnqueueOps(BrokerBase):
         if not fresh:
             return
         tasks = [it.task for it in fresh]
-        self.tasks.bulk_create(tasks)
+        if self.is_postgres:
+            pg.insert_tasks(self.db, tasks)
+        else:
+            self.tasks.bulk_create(tasks)
         edges = [edge for it in fresh for edge in it.edges]
         if edges:
             self.edges.bulk_create(edges)

@@ -6,6 +6,7 @@ wrong lease changes nothing and raises (or reports) *lease lost*.
 
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from typing import Any
 from django.db.models import Case, Value, When
 
 from conveyor.backoff import RetryPolicy, backoff_delay
+from conveyor.broker import pg
 from conveyor.broker.base import BrokerBase
 from conveyor.broker.validation import check_seconds, check_time
 from conveyor.conf import conveyor_settings
@@ -113,22 +115,15 @@ class OutcomeOps(BrokerBase):
         wanted: dict[str, tuple[str | None, bytes | None]] = {}
         for task, result in items:
             wanted.setdefault(task.id, (task.lease_id, result))
-        with self.atomic():
-            # Lock the rows and match each task to its own lease. Matching by
-            # "id IN (...) AND lease_id IN (...)" would let one item's lease
-            # vouch for another, and telling the winners from rows another
-            # ack completed at the same instant is impossible after the fact.
-            # Plain rows, not model instances: this runs for every batch of
-            # results and a model per row costs more than the statement.
-            won = [
-                _Row(*values)
-                for values in self.tasks.select_for_update()
-                .filter(id__in=list(wanted), state__is=State.ACTIVE)
-                .order_by("id")
-                .values_list(*_OUTCOME_FIELDS)
-                if values[4] == wanted[values[0]][0]
-            ]
-            self._complete_rows(won, wanted, now)
+        # On PostgreSQL one UPDATE ... RETURNING, atomic by itself: no
+        # explicit transaction (two round trips fewer per batch of results).
+        with contextlib.nullcontext() if self.is_postgres else self.atomic():
+            if self.is_postgres:
+                won = [_Row(*values) for values in pg.complete(self.db, wanted, now, conveyor_settings.COMPLETED_RETENTION)]
+                for row in won:
+                    row.state, row.finished_at = State.COMPLETED, now
+            else:
+                won = self._complete_sqlite(wanted, now)
             self.resolve_after_commit([r.id for r in won if r.has_dependents])
             self.wake_after_commit({r.queue for r in won if r.concurrency_key})
             self.emit("completed", won, now)
@@ -137,6 +132,23 @@ class OutcomeOps(BrokerBase):
             if task.id in won_ids:
                 task.state, task.finished_at = State.COMPLETED, now
         return [task.id for task, _ in items if task.id not in won_ids]
+
+    def _complete_sqlite(self, wanted: dict[str, tuple[str | None, bytes | None]], now: datetime) -> list[_Row]:
+        # Lock the rows and match each task to its own lease. Matching by
+        # "id IN (...) AND lease_id IN (...)" would let one item's lease
+        # vouch for another, and telling the winners from rows another ack
+        # completed at the same instant is impossible after the fact. Plain
+        # rows, not model instances: this runs for every batch of results.
+        won = [
+            _Row(*values)
+            for values in self.tasks.select_for_update()
+            .filter(id__in=list(wanted), state__is=State.ACTIVE)
+            .order_by("id")
+            .values_list(*_OUTCOME_FIELDS)
+            if values[4] == wanted[values[0]][0]
+        ]
+        self._complete_rows(won, wanted, now)
+        return won
 
     def _complete_rows(self, rows: list[_Row], wanted: dict[str, tuple[str | None, bytes | None]], now: datetime) -> None:
         by_retention: dict[float, list[str]] = defaultdict(list)

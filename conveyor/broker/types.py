@@ -178,3 +178,84 @@ class WebhookSpec:
     batch_types: Sequence[str] = ()
     request_timeout: float | None = None
     paused: bool = False
+
+
+@dataclass(slots=True)
+class LeasedTask:
+    """A task as a lease claimed it: what dispatch and outcomes need.
+
+    Returned by ``lease`` and ``lease_group`` instead of model instances:
+    building a model per row cost more than the lease statement itself, and
+    a leased task is never saved; outcomes go through the broker by id and
+    lease id.
+    """
+
+    id: str
+    queue: str
+    type: str
+    state: str
+    priority: int
+    payload: bytes
+    content_type: str
+    metadata: dict[str, str]
+    max_retry: int
+    retried: int
+    last_error: str
+    due_at: datetime
+    enqueued_at: datetime
+    expires_at: datetime | None
+    deadline: datetime | None
+    timeout: float | None
+    retention: float | None
+    group: str | None
+    concurrency_key: str | None
+    unique_key: str | None
+    has_dependents: bool
+    cancel_requested: bool
+    lease_id: str | None
+    lease_expires_at: datetime | None
+    lease_holder: str
+    started_at: datetime | None
+    progress: int = 0
+    progress_message: str = ""
+    finished_at: datetime | None = None
+
+    @property
+    def attempt(self) -> int:
+        return self.retried + 1
+
+    @classmethod
+    def from_model(cls, task: Any) -> LeasedTask:
+        return cls(*(getattr(task, name) for name in LEASED_FIELDS))
+
+
+LEASED_FIELDS = (
+    "id",
+    "queue",
+    "type",
+    "state",
+    "priority",
+    "payload",
+    "content_type",
+    "metadata",
+    "max_retry",
+    "retried",
+    "last_error",
+    "due_at",
+    "enqueued_at",
+    "expires_at",
+    "deadline",
+    "timeout",
+    "retention",
+    "group",
+    "concurrency_key",
+    "unique_key",
+    "has_dependents",
+    "cancel_requested",
+    "lease_id",
+    "lease_expires_at",
+    "lease_holder",
+    "started_at",
+    "progress",
+    "progress_message",
+)

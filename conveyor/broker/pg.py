@@ -1,0 +1,91 @@
+"""PostgreSQL statements of the hot path, written with array parameters.
+
+The ORM renders a batch as one placeholder per value: a 1,000-task insert
+is 30,000 placeholders that the driver splits and binds one by one, and a
+100-task ack is an ``IN`` list PostgreSQL plans afresh each time. These
+statements take one array per column instead (``unnest``), so their cost
+no longer grows with the number of placeholders. SQLite keeps the ORM
+forms; the conformance suite runs every rule against both.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db import connections
+
+from conveyor.models import Task
+
+_COLUMNS: list[tuple[str, str, str]] | None = None  # (column, attname, array cast)
+
+
+def _columns(connection: Any) -> list[tuple[str, str, str]]:
+    global _COLUMNS
+    if _COLUMNS is None:
+        _COLUMNS = [
+            (f.column, f.attname, f"{f.db_type(connection)}[]") for f in Task._meta.concrete_fields
+        ]
+    return _COLUMNS
+
+
+def _cell(value: Any, attname: str) -> Any:
+    if attname == "metadata":
+        return json.dumps(value or {})
+    if isinstance(value, memoryview):
+        return bytes(value)
+    return value
+
+
+def insert_tasks(using: str, tasks: Sequence[Task]) -> None:
+    """INSERT every task in one statement: one array parameter per column."""
+    connection = connections[using]
+    columns = _columns(connection)
+    qn = connection.ops.quote_name
+    names = ", ".join(qn(column) for column, _, _ in columns)
+    arrays = ", ".join(f"%s::{cast}" for _, _, cast in columns)
+    params = [[_cell(getattr(t, attname), attname) for t in tasks] for _, attname, _ in columns]
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {qn(Task._meta.db_table)} ({names}) SELECT * FROM unnest({arrays})", params)
+
+
+def mark_leased(using: str, leases: dict[str, str], expires: datetime, holder: str, now: datetime) -> None:
+    """Move claimed rows to active, each under its own lease id (pairs as two arrays)."""
+    ids = sorted(leases)
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            "UPDATE conveyor_task AS t SET state = 'active', lease_id = v.lease_id, lease_expires_at = %s, "
+            "lease_holder = %s, started_at = %s, updated_at = %s, progress = 0, progress_message = '' "
+            "FROM unnest(%s::varchar[], %s::varchar[]) AS v(id, lease_id) WHERE t.id = v.id",
+            [expires, holder, now, now, ids, [leases[i] for i in ids]],
+        )
+
+
+ACK_RETURNING = ("id", "queue", "type", "state", "lease_id", "retried", "last_error", "retention", "has_dependents", "concurrency_key")
+
+
+def complete(
+    using: str, wanted: dict[str, tuple[str | None, bytes | None]], now: datetime, default_retention: float
+) -> list[tuple[Any, ...]]:
+    """Complete the rows still active under the given lease; return the winners.
+
+    Each task matches its own lease (``t.lease_id = v.lease_id`` row by row),
+    so no item's lease can vouch for another. Ids are sorted so concurrent
+    acks lock rows in one order.
+    """
+    ids = sorted(wanted)
+    leases = [wanted[i][0] for i in ids]
+    results = [wanted[i][1] for i in ids]
+    returning = ", ".join(f"t.{c}" for c in ACK_RETURNING)
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            "UPDATE conveyor_task AS t SET state = 'completed', finished_at = %s, updated_at = %s, "
+            "purge_at = %s::timestamptz + make_interval(secs => coalesce(t.retention, %s)), "
+            "lease_expires_at = NULL, progress = 100, result = v.result "
+            "FROM unnest(%s::varchar[], %s::varchar[], %s::bytea[]) AS v(id, lease_id, result) "
+            f"WHERE t.id = v.id AND t.lease_id = v.lease_id AND t.state = 'active' RETURNING {returning}",
+            [now, now, now, default_retention, ids, leases, results],
+        )
+        return cursor.fetchall()
