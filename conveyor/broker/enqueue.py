@@ -127,10 +127,7 @@ class EnqueueOps(BrokerBase):
         if not fresh:
             return
         tasks = [it.task for it in fresh]
-        if self.is_postgres:
-            pg.insert_tasks(self.db, tasks)
-        else:
-            self.tasks.bulk_create(tasks)
+        pg.insert_tasks(self.db, tasks)
         edges = [edge for it in fresh for edge in it.edges]
         if edges:
             self.edges.bulk_create(edges)

@@ -1,4 +1,4 @@
-"""PostgreSQL statements of the hot path, written with array parameters.
+"""Statements of the hot path, below the ORM (PostgreSQL arrays; a cached SQLite insert).
 
 The ORM renders a batch as one placeholder per value: a 1,000-task insert
 is 30,000 placeholders that the driver splits and binds one by one, and a
@@ -40,8 +40,11 @@ def _cell(value: Any, attname: str) -> Any:
 
 
 def insert_tasks(using: str, tasks: Sequence[Task]) -> None:
-    """INSERT every task in one statement: one array parameter per column."""
+    """INSERT the tasks: one array per column on PostgreSQL, a cached statement on SQLite."""
     connection = connections[using]
+    if connection.vendor != "postgresql":
+        _insert_sqlite(connection, tasks)
+        return
     columns = _columns(connection)
     qn = connection.ops.quote_name
     names = ", ".join(qn(column) for column, _, _ in columns)
@@ -49,6 +52,38 @@ def insert_tasks(using: str, tasks: Sequence[Task]) -> None:
     params = [[_cell(getattr(t, attname), attname) for t in tasks] for _, attname, _ in columns]
     with connection.cursor() as cursor:
         cursor.execute(f"INSERT INTO {qn(Task._meta.db_table)} ({names}) SELECT * FROM unnest({arrays})", params)
+
+
+_SQLITE_INSERT: tuple[str, list[tuple[str, Any]]] | None = None
+
+
+def _insert_sqlite(connection: Any, tasks: Sequence[Task]) -> None:
+    # The ORM compiles an INSERT (and adapts every value generically) on
+    # each call; the statement and one adapter per column are built once.
+    global _SQLITE_INSERT
+    if _SQLITE_INSERT is None:
+        qn = connection.ops.quote_name
+        fields = Task._meta.concrete_fields
+        sql = (
+            f"INSERT INTO {qn(Task._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
+            f"VALUES ({', '.join(['%s'] * len(fields))})"
+        )
+        _SQLITE_INSERT = (sql, [(f.attname, _sqlite_adapter(f, connection)) for f in fields])
+    sql, adapters = _SQLITE_INSERT
+    rows = [[adapt(getattr(t, attname)) for attname, adapt in adapters] for t in tasks]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, rows)
+
+
+def _sqlite_adapter(field: Any, connection: Any) -> Any:
+    kind = field.get_internal_type()
+    if kind == "DateTimeField":
+        return connection.ops.adapt_datetimefield_value
+    if kind == "JSONField":
+        return lambda value: json.dumps(value)
+    if kind == "BinaryField":
+        return lambda value: None if value is None else bytes(value)
+    return lambda value: value
 
 
 def mark_leased(using: str, leases: dict[str, str], expires: datetime, holder: str, now: datetime) -> None:
