@@ -6,7 +6,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8080
 PYTEST_ARGS ?=
 
-.PHONY: run test test-fast lint bench clean venv migrate
+.PHONY: run test test-fast lint bench bench-peers clean venv migrate
 
 venv: $(VENV)/.installed
 
@@ -34,6 +34,19 @@ test: venv
 
 test-fast: venv
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+bench: venv
+	$(PY) bench/broker_bench.py
+	$(PY) bench/dispatch_bench.py
+	$(PY) bench/webhook_bench.py
+
+# Celery and procrastinate in a venv of their own, then the side-by-side run.
+bench-peers: venv
+	@set -e; if [ ! -x bench/.peers/bin/python ]; then \
+	  $$(scripts/find-python) -m venv bench/.peers; \
+	  bench/.peers/bin/pip install --quiet -r bench/requirements-peers.txt; \
+	fi
+	$(PY) bench/compare.py
 
 lint: venv
 	$(VENV)/bin/ruff check .

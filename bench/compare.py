@@ -1,0 +1,64 @@
+"""Conveyor side by side with Celery (Redis) and procrastinate (PostgreSQL), in one run.
+
+    make bench-peers        # creates bench/.peers with the peers, then runs this
+
+Same workload for each: enqueue one by one, enqueue in bulk, drain N no-op
+tasks with concurrency 50, enqueue->start latency at a steady rate.
+Conveyor runs in its production shape (PostgreSQL + Redis, one node).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.common import ROOT
+from bench.dispatch_bench import bench_backend
+
+PEERS_PYTHON = ROOT / "bench" / ".peers" / "bin" / "python"
+
+
+def peer(script: str, args: argparse.Namespace) -> dict[str, float]:
+    argv = [str(PEERS_PYTHON), str(ROOT / "bench" / "peers" / script), str(args.tasks), "50", str(int(args.rate)), str(args.latency_tasks)]
+    out = subprocess.run(argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=1800)
+    if out.returncode != 0:
+        print(out.stderr[-2000:], file=sys.stderr)
+        return {}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=20000)
+    parser.add_argument("--rate", type=float, default=200.0)
+    parser.add_argument("--latency-tasks", type=int, default=2000)
+    args = parser.parse_args()
+    results = {"conveyor": bench_backend("cluster", args.tasks, 2, 50, args.rate, args.latency_tasks)}
+    if PEERS_PYTHON.exists():
+        results["celery"] = peer("celery_bench.py", args)
+        results["procrastinate"] = peer("procrastinate_bench.py", args)
+    else:
+        print("bench/.peers is missing: run `make bench-peers` to compare with Celery and procrastinate", file=sys.stderr)
+    rows = [
+        ("enqueue one-by-one (tasks/s)", "enqueue_one_per_s", "{:,.0f}"),
+        ("enqueue in bulk (tasks/s)", "enqueue_batch_per_s", "{:,.0f}"),
+        (f"drain {args.tasks:,} no-op, concurrency 50 (tasks/s)", "drain_per_s", "{:,.0f}"),
+        (f"latency p50 at {args.rate:.0f}/s (ms)", "latency_p50_ms", "{:.1f}"),
+        (f"latency p95 at {args.rate:.0f}/s (ms)", "latency_p95_ms", "{:.1f}"),
+        (f"latency p99 at {args.rate:.0f}/s (ms)", "latency_p99_ms", "{:.1f}"),
+        ("worker peak RSS (MB)", "worker_rss_mb", "{:.0f}"),
+    ]
+    names = list(results)
+    print(f"{'':50}" + "".join(f"{n:>15}" for n in names))
+    for label, key, fmt in rows:
+        cells = [fmt.format(results[n][key]) if key in results[n] else "-" for n in names]
+        print(f"{label:50}" + "".join(f"{c:>15}" for c in cells))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""Celery 5 with Redis: drain and latency, the same workload as bench/dispatch_bench.py.
+
+Run by bench/compare.py inside bench/.peers (see `make bench-peers`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from bench.peers.celery_app import PREFIX, counter, noop
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
+
+
+def worker(concurrency: int) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "bench.peers.celery_app", "worker", "-P", "threads", "-c", str(concurrency),
+         "-Q", PREFIX, "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "WARNING"],
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+
+
+def wait_done(n: int, timeout: float = 600) -> None:
+    deadline = time.time() + timeout
+    while int(counter.get(f"{PREFIX}:done") or 0) < n:
+        if time.time() > deadline:
+            raise SystemExit("celery did not finish")
+        time.sleep(0.05)
+
+
+def main() -> None:
+    tasks, concurrency, rate, latency_tasks = (int(a) for a in sys.argv[1:5])
+    counter.delete(f"{PREFIX}:done", f"{PREFIX}:latency", PREFIX)
+    out: dict[str, float] = {}
+    start = time.perf_counter()
+    for _ in range(2000):
+        noop.delay()
+    out["enqueue_one_per_s"] = 2000 / (time.perf_counter() - start)
+    start = time.perf_counter()
+    for _ in range(tasks - 2000):
+        noop.delay()
+    out["enqueue_batch_per_s"] = (tasks - 2000) / (time.perf_counter() - start)  # Celery has no batch enqueue
+    proc = worker(concurrency)
+    time.sleep(3)  # let it start (its startup is not part of the drain)
+    start = time.perf_counter()
+    wait_done(tasks)
+    out["drain_per_s"] = tasks / (time.perf_counter() - start)
+    counter.delete(f"{PREFIX}:done")
+    interval, next_at = 1.0 / rate, time.perf_counter()
+    for _ in range(latency_tasks):
+        noop.delay(time.time())
+        next_at += interval
+        if next_at > time.perf_counter():
+            time.sleep(next_at - time.perf_counter())
+    wait_done(latency_tasks)
+    samples = [float(x) for x in counter.lrange(f"{PREFIX}:latency", 0, -1)]
+    for p in (50, 95, 99):
+        out[f"latency_p{p}_ms"] = percentile(samples, p) * 1000
+    with open(f"/proc/{proc.pid}/status") as status:
+        out["worker_rss_mb"] = next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM"))
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(30)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""procrastinate on PostgreSQL: drain and latency, the same workload as bench/dispatch_bench.py.
+
+Run by bench/compare.py inside bench/.peers (see `make bench-peers`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psycopg
+import redis
+
+PG_ADMIN = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+DB = PG_ADMIN.rsplit("/", 1)[0] + "/procrastinate_bench"
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+counter = redis.Redis.from_url(REDIS_URL)
+
+APP = '''
+import time, redis, procrastinate
+counter = redis.Redis.from_url({redis!r})
+app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo={db!r}))
+
+@app.task(name="noop", queue="bench")
+def noop(sent=None):
+    if sent is not None:
+        counter.rpush("procbench:latency", time.time() - sent)
+    counter.incr("procbench:done")
+'''
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
+
+
+def main() -> None:
+    tasks, concurrency, rate, latency_tasks = (int(a) for a in sys.argv[1:5])
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS procrastinate_bench WITH (FORCE)")
+        conn.execute("CREATE DATABASE procrastinate_bench")
+    workdir = os.path.join("/tmp", "procbench")
+    os.makedirs(workdir, exist_ok=True)
+    with open(os.path.join(workdir, "procapp.py"), "w") as f:
+        f.write(APP.format(redis=REDIS_URL, db=DB))
+    sys.path.insert(0, workdir)
+    import procapp
+
+    env = {**os.environ, "PYTHONPATH": workdir}
+    subprocess.run([sys.executable, "-m", "procrastinate", "--app=procapp.app", "schema", "--apply"], env=env, check=True, capture_output=True)
+    counter.delete("procbench:done", "procbench:latency")
+    out: dict[str, float] = {}
+    with procapp.app.open():
+        start = time.perf_counter()
+        for _ in range(2000):
+            procapp.noop.defer()
+        out["enqueue_one_per_s"] = 2000 / (time.perf_counter() - start)
+        start = time.perf_counter()
+        for _ in range((tasks - 2000) // 1000):
+            procapp.noop.batch_defer(*[{} for _ in range(1000)])
+        out["enqueue_batch_per_s"] = (tasks - 2000) // 1000 * 1000 / (time.perf_counter() - start)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "procrastinate", "--app=procapp.app", "worker", "--concurrency", str(concurrency), "--queues", "bench"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        time.sleep(3)
+        start = time.perf_counter()
+        done = (tasks - 2000) // 1000 * 1000 + 2000
+        while int(counter.get("procbench:done") or 0) < done:
+            time.sleep(0.05)
+        out["drain_per_s"] = done / (time.perf_counter() - start)
+        counter.delete("procbench:done")
+        interval, next_at = 1.0 / rate, time.perf_counter()
+        for _ in range(latency_tasks):
+            procapp.noop.defer(sent=time.time())
+            next_at += interval
+            if next_at > time.perf_counter():
+                time.sleep(next_at - time.perf_counter())
+        while int(counter.get("procbench:done") or 0) < latency_tasks:
+            time.sleep(0.05)
+    samples = [float(x) for x in counter.lrange("procbench:latency", 0, -1)]
+    for p in (50, 95, 99):
+        out[f"latency_p{p}_ms"] = percentile(samples, p) * 1000
+    with open(f"/proc/{proc.pid}/status") as status:
+        out["worker_rss_mb"] = next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM"))
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(30)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
