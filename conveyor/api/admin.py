@@ -59,13 +59,13 @@ def id_param(name: str, description: str) -> OpenApiParameter:
     return OpenApiParameter(name, schemas.PATH_PARAMS[name], OpenApiParameter.PATH, description=description)
 
 
-SLASH_ID = "an id containing / cannot be addressed in a path: use the batch forms (ids in the body)"
+ID_PARAM = "the task or cron entry id"
 
 
 class TaskActionView(ApiView):
     @extend_schema(
         operation_id="task_action",
-        parameters=[id_param("task_id", SLASH_ID), action_param([a for a in TASK_ACTIONS if a != "delete"])],
+        parameters=[id_param("task_id", ID_PARAM), action_param([a for a in TASK_ACTIONS if a != "delete"])],
         request=schemas.RescheduleRequest,
         responses={200: schemas.Task, 409: OpenApiResponse(schemas.Error, "failed_precondition: not in a state the action accepts")},
         tags=["tasks"],
@@ -275,14 +275,14 @@ class CronListView(ApiView):
 class CronDetailView(ApiView):
     mutating = {"PUT", "DELETE"}
 
-    @extend_schema(operation_id="get_cron", parameters=[id_param("entry_id", SLASH_ID)], responses={200: schemas.CronEntry}, tags=["cron"])
+    @extend_schema(operation_id="get_cron", parameters=[id_param("entry_id", ID_PARAM)], responses={200: schemas.CronEntry}, tags=["cron"])
     def get(self, request: Request, entry_id: str) -> Response:
         """Read one cron entry."""
         return Response(render.cron_entry(get_broker().get_cron_entry(entry_id)))
 
     @extend_schema(
         operation_id="put_cron",
-        parameters=[id_param("entry_id", SLASH_ID)],
+        parameters=[id_param("entry_id", ID_PARAM)],
         request=schemas.CronPutRequest,
         responses={200: schemas.CronEntry},
         tags=["cron"],
@@ -291,7 +291,7 @@ class CronDetailView(ApiView):
         """Create or replace the entry with this id (the body's id, if any, must match)."""
         return Response(render.cron_entry(get_broker().upsert_cron_entry(parse.parse_cron(request.data, entry_id))))
 
-    @extend_schema(operation_id="delete_cron", parameters=[id_param("entry_id", SLASH_ID)], responses={204: None}, tags=["cron"])
+    @extend_schema(operation_id="delete_cron", parameters=[id_param("entry_id", ID_PARAM)], responses={204: None}, tags=["cron"])
     def delete(self, request: Request, entry_id: str) -> Response:
         """Delete an entry (an absent one is fine)."""
         get_broker().delete_cron_entry(check_task_id(entry_id, "entry_id"))
@@ -301,7 +301,7 @@ class CronDetailView(ApiView):
 class CronActionView(ApiView):
     @extend_schema(
         operation_id="cron_action",
-        parameters=[id_param("entry_id", SLASH_ID), action_param(PAUSE_RESUME)],
+        parameters=[id_param("entry_id", ID_PARAM), action_param(PAUSE_RESUME)],
         request=None,
         responses={200: schemas.CronEntry},
         tags=["cron"],

@@ -18,7 +18,7 @@ from rest_framework import serializers as s
 
 STATES = ["scheduled", "pending", "active", "retry", "completed", "archived", "canceled", "aggregating", "blocked"]
 QUEUE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
-TASK_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/+=-]*$"
+TASK_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$"
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 # A query filter: empty means "any".
 OPTIONAL_QUEUE = {"type": "string", "pattern": r"^([A-Za-z0-9][A-Za-z0-9._-]*)?$", "maxLength": 100}
@@ -445,8 +445,8 @@ ERRORS = {
 
 
 PATH_PARAMS = {
-    "task_id": {"type": "string", "pattern": TASK_ID_PATTERN.replace("/", ""), "maxLength": 100},
-    "entry_id": {"type": "string", "pattern": TASK_ID_PATTERN.replace("/", ""), "maxLength": 100},
+    "task_id": {"type": "string", "pattern": TASK_ID_PATTERN, "maxLength": 100},
+    "entry_id": {"type": "string", "pattern": TASK_ID_PATTERN, "maxLength": 100},
     "name": {"type": "string", "pattern": NAME_PATTERN, "maxLength": 100},
 }
 
