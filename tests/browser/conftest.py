@@ -130,7 +130,7 @@ class DemoWorker(Process):
         return any(set(s["queues"]) == set(self.queues) for s in sessions)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not Path(CHROMIUM).exists():
         pytest.skip(f"browser tests need Debian's chromium at {CHROMIUM}")
@@ -170,7 +170,7 @@ class NodePool:
         self.pool.shutdown()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def nodes(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, template_db: Path
 ) -> Iterator[NodePool]:
@@ -183,12 +183,12 @@ def nodes(
     pool.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def node(nodes: NodePool) -> Node:
     return nodes.get("dashboard")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
@@ -206,7 +206,7 @@ def login(page: Any, base: str, next_path: str = "/", user: str = LOGIN_USER) ->
     page.wait_for_url(f"{base}{next_path}")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def staff_state(node: Node) -> dict[str, Any]:
     """Cookies of a logged-in staff session, shared by every page fixture."""
     return session_state(node)
@@ -276,7 +276,7 @@ def q(request: pytest.FixtureRequest) -> str:
     return f"{request.node.name.removeprefix('test_')[:40].replace('_', '-')}-{uuid.uuid4().hex[:4]}"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def screenshot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """docs/screenshots with UPDATE_SCREENSHOTS=1, else a temporary directory."""
     if os.environ.get("UPDATE_SCREENSHOTS") == "1":

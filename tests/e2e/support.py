@@ -123,19 +123,25 @@ class WorkerProcess(Process):
         self.log = log
 
     def events(self) -> list[dict[str, Any]]:
-        if not self.log.exists():
-            return []
-        return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
+        return read_events([self.log])
 
     def wait_connected(self, node: NodeProcess, count: int = 1, timeout: float = 20.0) -> None:
         wait_for(lambda: len(node.api("GET", "/api/v1/workers")["workers"]) >= count, timeout, what="worker session")
 
 
+def complete_lines(path: Path) -> list[str]:
+    """The lines a writer has finished (a line still being written is left out)."""
+    if not path.exists():
+        return []
+    text = path.read_text()
+    lines = text.split("\n")
+    return [line for line in lines[:-1] if line.strip()]  # the last piece has no newline yet
+
+
 def read_events(logs: list[Path]) -> list[dict[str, Any]]:
     out = []
     for log in logs:
-        if log.exists():
-            out.extend(json.loads(line) for line in log.read_text().splitlines() if line.strip())
+        out.extend(json.loads(line) for line in complete_lines(log))
     return sorted(out, key=lambda e: e["t"])
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.support import ROOT, Process, max_overlap, wait_for
+from tests.e2e.support import ROOT, Process, complete_lines, max_overlap, wait_for
 from tests.e2e.test_dispatch import wait_state
 
 FAST = {"reaper_interval": 0.5}
@@ -37,9 +37,7 @@ class Endpoint(Process):
         self.url = f"http://127.0.0.1:{self.port}/tasks"
 
     def events(self, kind: str | None = None) -> list[dict]:
-        if not self.log.exists():
-            return []
-        events = [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
+        events = [json.loads(line) for line in complete_lines(self.log)]
         return [e for e in events if kind is None or e["event"] == kind]
 
 
