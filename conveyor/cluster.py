@@ -23,14 +23,21 @@ def register_node(node_id: str, host: str, port: int, pid: int, version: str, no
     )
 
 
-def beat(node_id: str, now: datetime, leader_of: list[str], inflight: dict[str, int], port: int) -> None:
-    """Refresh this node's row and its sessions' in-flight counts; drop dead nodes."""
-    updated = NodeRow.objects.filter(id=node_id).update(seen_at=now, leader_of=leader_of, port=port)
-    if not updated:
-        NodeRow.objects.create(id=node_id, host="", port=port, started_at=now, seen_at=now, leader_of=leader_of)
+def beat(
+    node_id: str, now: datetime, leader_of: list[str], inflight: dict[str, int], port: int, queues: list[str]
+) -> set[str]:
+    """Refresh this node's row and its sessions' in-flight counts; drop dead nodes.
+
+    Returns the queues other live nodes dispatch.
+    """
+    fields = {"seen_at": now, "leader_of": leader_of, "port": port, "queues": queues}
+    if not NodeRow.objects.filter(id=node_id).update(**fields):
+        NodeRow.objects.create(id=node_id, host="", started_at=now, **fields)
     for session_id, count in inflight.items():
         WorkerSession.objects.filter(id=session_id).update(inflight=count)
     NodeRow.objects.filter(seen_at__lt=now - timedelta(seconds=STALE_AFTER)).delete()
+    others = NodeRow.objects.exclude(id=node_id).values_list("queues", flat=True)
+    return {queue for served in others for queue in served or []}
 
 
 def add_session(node_id: str, session_id: str, now: datetime, **fields: Any) -> None:

@@ -263,6 +263,9 @@ class Node(models.Model):
     started_at = models.DateTimeField()
     seen_at = models.DateTimeField()
     leader_of = models.JSONField(default=list, blank=True)
+    # Queues this node has dispatchers (and workers) for: other nodes wake
+    # it through the channel layer only for these.
+    queues = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["started_at"]

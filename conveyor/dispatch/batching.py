@@ -80,8 +80,9 @@ class AckBatcher:
 class Waker:
     """Wake dispatchers: this node's directly, other nodes' through the layer.
 
-    A burst of enqueues to one queue costs one channel-layer message at a
-    time per queue (one in flight, at most one more queued behind it).
+    Only queues another live node dispatches are sent through the layer; a
+    burst of enqueues to one queue costs one channel-layer message at a time
+    per queue (one in flight, at most one more queued behind it).
     """
 
     def __init__(self, node: Node) -> None:
@@ -96,8 +97,8 @@ class Waker:
             dispatcher = self.node.dispatchers.get(queue)
             if dispatcher is not None:
                 dispatcher.on_wake(stamp)
-            if not self.node.shared_layer:
-                continue
+            if not self.node.shared_layer or queue not in self.node.remote_queues:
+                continue  # no other node dispatches this queue
             if stamp is not None:
                 self.node.spawn(self._send(queue, at))
             elif queue in self._inflight:

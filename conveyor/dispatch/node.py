@@ -115,6 +115,10 @@ class Node:
         self.resolver = Resolver(self)
         self.services: list[Any] = []  # objects with async start() / stop()
         self.leader_of: set[str] = set()
+        # Queues other nodes dispatch (from their heartbeats, plus what they
+        # announced since): only these need a wake through the layer.
+        self.remote_queues: set[str] = set()
+        self._announced: set[str] = set()
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self.channel: str | None = None
         self.stopping = False
@@ -202,6 +206,10 @@ class Node:
             self._groups.add(group)
             if self.channel is not None and self.shared_layer:
                 self.spawn(self._join(group))
+            if self.shared_layer:
+                # Tell the other nodes at once (their heartbeat view lags).
+                message = {"type": "conveyor.serving", "queue": queue, "origin": self.id}
+                self.spawn(self._safe(self.layer.group_send(CONTROL_GROUP, message)))
         return dispatcher
 
     def fire_group(self, queue: str, group: str, task_type: str, broadcast: bool = True) -> None:
@@ -293,6 +301,10 @@ class Node:
         elif kind == "conveyor.fire_group":
             if message.get("origin") != self.id:
                 self.fire_group(message["queue"], message["group"], message.get("task_type", ""), broadcast=False)
+        elif kind == "conveyor.serving":
+            if message.get("origin") != self.id:
+                self._announced.add(message["queue"])
+                self.remote_queues.add(message["queue"])
         elif kind == "conveyor.webhook_settled":
             if message.get("origin") != self.id:
                 self.webhook_settled(message["task_id"], False)
@@ -336,8 +348,12 @@ class Node:
         while not self.stopping:
             await asyncio.sleep(conveyor_settings.NODE_HEARTBEAT_INTERVAL)
             inflight = {key: len(gw.inflight) for key, gw in self.gateways.items()}
+            serving = sorted(q for q, d in self.dispatchers.items() if d.slots)
             try:
-                await self.db.run(cluster.beat, self.id, datetime.now(UTC), sorted(self.leader_of), inflight, self.port)
+                others = await self.db.run(
+                    cluster.beat, self.id, datetime.now(UTC), sorted(self.leader_of), inflight, self.port, serving
+                )
+                self.remote_queues = others | self._announced
                 counts = self.stats.take()
                 if counts:
                     await self.db.run(stats.save_counts, counts)
