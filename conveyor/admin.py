@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin.options import ActionLocation
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
@@ -85,10 +86,12 @@ class TaskAdmin(ReadOnlyAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [f.name for f in Task._meta.fields]
 
-    def get_actions(self, request: HttpRequest, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def get_actions(
+        self, request: HttpRequest, action_location: ActionLocation = ActionLocation.CHANGE_LIST
+    ) -> dict[str, Any]:
         from conveyor.conf import conveyor_settings
 
-        actions = super().get_actions(request, *args, **kwargs)
+        actions = super().get_actions(request, action_location)
         actions.pop("delete_selected", None)  # deletion goes through the broker action
         if conveyor_settings.READ_ONLY:
             return {}

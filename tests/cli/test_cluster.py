@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def add_nodes() -> datetime:
     now = datetime.now(UTC)
     cluster.register_node("node-a", "10.0.0.1", 8080, 111, "0.1.0", now - timedelta(minutes=5))
-    cluster.beat("node-a", now, ["reaper", "scheduler"], {}, 8080)
+    cluster.beat("node-a", now, ["reaper", "scheduler"], {}, 8080, ["default"])
     cluster.register_node("node-b", "10.0.0.2", 8080, 222, "0.1.0", now - timedelta(minutes=1))
     cluster.add_session(
         "node-a", "sess-1", now, queues={"mail": 2}, concurrency=8, sdk_version="py/0.1", remote="10.0.1.5"
