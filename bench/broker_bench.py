@@ -5,6 +5,11 @@
 Prints, per database: enqueue one-by-one tasks/s, enqueue batch tasks/s,
 and lease+ack tasks/s at batch sizes 1, 10 and 100. Every operation is a
 real committed transaction through the broker (the same code a node runs).
+
+With PostgreSQL in the run, a last row ("raw-sql") does the same work with
+hand-written SQL on a minimal jobs table through psycopg: one INSERT per
+commit, a 1,000-row INSERT, and SKIP LOCKED lease + ack UPDATEs. It is the
+floor the broker is measured against, on the same machine in the same run.
 """
 
 from __future__ import annotations
@@ -65,6 +70,75 @@ def run_inner(tasks: int) -> dict[str, float]:
     return results
 
 
+RAW_SCHEMA = """
+CREATE TABLE raw_jobs (
+    id bigserial PRIMARY KEY,
+    queue text NOT NULL,
+    state text NOT NULL DEFAULT 'pending',
+    priority int NOT NULL DEFAULT 0,
+    run_at timestamptz NOT NULL DEFAULT now(),
+    payload bytea NOT NULL,
+    attempt int NOT NULL DEFAULT 0
+);
+CREATE INDEX raw_jobs_due ON raw_jobs (queue, priority DESC, run_at, id) WHERE state = 'pending';
+"""
+
+RAW_LEASE = """
+UPDATE raw_jobs SET state = 'active', attempt = attempt + 1
+WHERE id IN (
+    SELECT id FROM raw_jobs WHERE queue = %s AND state = 'pending' AND run_at <= now()
+    ORDER BY priority DESC, run_at, id LIMIT %s FOR UPDATE SKIP LOCKED
+) RETURNING id
+"""
+
+
+def run_raw(url: str, tasks: int) -> dict[str, float]:
+    """The same workload in plain SQL: the reference the broker is held to."""
+    import psycopg
+
+    results: dict[str, float] = {}
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(RAW_SCHEMA)
+
+        def one_by_one() -> int:
+            n = min(tasks, 2000)
+            for _ in range(n):
+                conn.execute("INSERT INTO raw_jobs (queue, payload) VALUES ('one', '{}')")
+            return n
+
+        count, seconds = timed(one_by_one)
+        results["enqueue_one"] = count / seconds
+
+        def batched() -> int:
+            for _ in range(tasks // 1000):
+                with conn.transaction():
+                    conn.execute(
+                        "INSERT INTO raw_jobs (queue, payload) SELECT * FROM unnest(%s::text[], %s::bytea[])",
+                        (["lease"] * 1000, [b"{}"] * 1000),
+                    )
+            return tasks // 1000 * 1000
+
+        count, seconds = timed(batched)
+        results["enqueue_batch"] = count / seconds
+
+        for size in (1, 10, 100):
+            budget = min(tasks, 1000 if size == 1 else 3000)
+
+            def lease_ack(size: int = size, budget: int = budget) -> int:
+                done = 0
+                while done < budget:
+                    ids = [row[0] for row in conn.execute(RAW_LEASE, ("lease", size)).fetchall()]
+                    if not ids:
+                        break
+                    conn.execute("UPDATE raw_jobs SET state = 'completed' WHERE id = ANY(%s)", (ids,))
+                    done += len(ids)
+                return done
+
+            count, seconds = timed(lease_ack)
+            results[f"lease_ack_{size}"] = count / seconds
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backends", default="sqlite,postgres")
@@ -82,6 +156,8 @@ def main() -> None:
             [sys.executable, __file__, "--inner", "--tasks", str(args.tasks)], cwd=ROOT, env=env, check=True, capture_output=True, text=True
         )
         rows.append((backend, json.loads(out.stdout.strip().splitlines()[-1])))
+        if backend == "postgres":
+            rows.append(("raw-sql", run_raw(fresh_database("postgres", "conveyor_bench_raw"), args.tasks)))
     columns = ["enqueue_one", "enqueue_batch", "lease_ack_1", "lease_ack_10", "lease_ack_100"]
     print(f"{'backend':10}" + "".join(f"{c:>16}" for c in columns))
     for backend, result in rows:
