@@ -5,7 +5,9 @@
 Per backend (dev = SQLite + in-memory layer; cluster = PostgreSQL + Redis):
   * enqueue tasks/s over HTTP: one by one from one producer, and in batches of 1000
   * drain tasks/s: 20,000 no-op tasks already queued, workers with total concurrency 50
-  * enqueue -> handler start latency p50/p95/p99 at 200 tasks/s (client clock to handler)
+  * enqueue -> handler start latency (producer's clock to handler start): to an
+    idle worker over 200 tasks sent one at a time, and p50/p95/p99 at a steady
+    200 tasks/s from an open-loop producer
   * peak RSS of the node and of a worker process
 Every task is durably committed (enqueue, lease and ack are real transactions).
 """
@@ -20,7 +22,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -111,6 +115,33 @@ def stop_all(procs: list[subprocess.Popen]) -> list[float]:
     return rss
 
 
+IDLE_TASKS = 200
+
+
+def steady_load(url: str, rate: float, count: int) -> None:
+    """Open-loop producer: one enqueue every 1/rate s, however long each takes.
+
+    The POSTs go out from a small pool of connections so a slow response
+    never delays the next send (a closed loop would hide queueing delay).
+    """
+    interval = 1.0 / rate
+    local = threading.local()
+
+    def send() -> None:
+        if not hasattr(local, "client"):
+            local.client = httpx.Client(base_url=url, timeout=60)
+        local.client.post("/api/v1/tasks", json={"type": "noop", "queue": "lat", "json": {"t": time.time()}})
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        next_at = time.perf_counter()
+        for _ in range(count):
+            pause = next_at - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
+            pool.submit(send)
+            next_at += interval
+
+
 def bench_backend(backend: str, tasks: int, workers: int, concurrency: int, rate: float, latency_tasks: int) -> dict[str, float]:
     node = Node(backend)
     out: dict[str, float] = {}
@@ -139,26 +170,26 @@ def bench_backend(backend: str, tasks: int, workers: int, concurrency: int, rate
         out["drain_per_s"] = (tasks // 1000 * 1000) / (time.perf_counter() - start)
         out["worker_rss_mb"] = max(stop_all(procs))
 
-        # Latency at a steady rate, measured from the producer's clock to the handler.
+        # Latency, measured from the producer's clock to the handler start:
+        # first to an idle worker (one task at a time), then at a steady rate.
         latency_log = tempfile.mktemp(prefix="conveyor-latency-")
-        procs = start_workers(node.url, 1, concurrency, "lat=1", latency_log)
+        procs = start_workers(node.url, 1, concurrency, "idle=1,lat=1", latency_log)
         wait_sessions(node, 1)
-        interval = 1.0 / rate
-        next_at = time.perf_counter()
-        for _ in range(latency_tasks):
-            node.http.post("/api/v1/tasks", json={"type": "noop", "queue": "lat", "json": {"t": time.time()}})
-            next_at += interval
-            pause = next_at - time.perf_counter()
-            if pause > 0:
-                time.sleep(pause)
-        while node.unfinished("lat"):
+        for _ in range(IDLE_TASKS):
+            node.http.post("/api/v1/tasks", json={"type": "noop", "queue": "idle", "json": {"t": time.time(), "tag": "idle"}})
+            time.sleep(0.025)
+        steady_load(node.url, rate, latency_tasks)
+        while node.unfinished("lat") or node.unfinished("idle"):
             time.sleep(0.05)
         time.sleep(0.3)
         stop_all(procs)
-        samples = [float(line.split()[0]) for line in Path(latency_log).read_text().splitlines() if line.strip()]
+        lines = [line.split() for line in Path(latency_log).read_text().splitlines() if line.strip()]
+        idle = [float(parts[0]) for parts in lines if parts[-1] == "idle"]
+        steady = [float(parts[0]) for parts in lines if parts[-1] != "idle"]
         for p in (50, 95, 99):
-            out[f"latency_p{p}_ms"] = percentile(samples, p) * 1000
-        out["latency_samples"] = len(samples)
+            out[f"idle_p{p}_ms"] = percentile(idle, p) * 1000
+            out[f"latency_p{p}_ms"] = percentile(steady, p) * 1000
+        out["latency_samples"] = len(steady)
         out["node_rss_mb"] = peak_rss_mb(node.proc.pid)
     finally:
         node.stop()
@@ -183,6 +214,8 @@ def main() -> None:
         ("enqueue one-by-one (tasks/s)", "enqueue_one_per_s", "{:,.0f}"),
         ("enqueue batch of 1000 (tasks/s)", "enqueue_batch_per_s", "{:,.0f}"),
         (f"drain {args.tasks:,} no-op, concurrency {args.concurrency} (tasks/s)", "drain_per_s", "{:,.0f}"),
+        (f"idle worker: latency p50 over {IDLE_TASKS} (ms)", "idle_p50_ms", "{:.1f}"),
+        (f"idle worker: latency p99 over {IDLE_TASKS} (ms)", "idle_p99_ms", "{:.1f}"),
         (f"latency p50 at {args.rate:.0f}/s (ms)", "latency_p50_ms", "{:.1f}"),
         (f"latency p95 at {args.rate:.0f}/s (ms)", "latency_p95_ms", "{:.1f}"),
         (f"latency p99 at {args.rate:.0f}/s (ms)", "latency_p99_ms", "{:.1f}"),

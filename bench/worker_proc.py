@@ -3,7 +3,7 @@
     python bench/worker_proc.py URL --queues drain=1 --concurrency 25 [--latency-log FILE]
 
 With --latency-log, each task's payload carries {"t": <client send time>}
-and the worker appends "client_latency server_latency" per task.
+and the worker writes "latency_seconds tag" per task (tag "idle" or "steady").
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ def main() -> None:
         if args.latency_log:
             now = time.time()
             sent = task.payload.get("t") if isinstance(task.payload, dict) else None
-            enqueued = task.raw_payload and task.metadata.get("enqueued_at")
-            samples.append(f"{now - sent if sent else -1:.6f} {enqueued or ''}")
+            tag = task.payload.get("tag", "") if isinstance(task.payload, dict) else ""
+            samples.append(f"{now - sent if sent else -1:.6f} {tag or 'steady'}")
 
     async def run() -> None:
         loop = asyncio.get_running_loop()

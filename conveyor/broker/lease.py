@@ -38,6 +38,9 @@ TOKEN_EPSILON = 1e-9
 RANDOM_WINDOW = 10
 LEASED_COLUMNS = tuple(Task._meta.get_field(name).column for name in LEASED_FIELDS)
 _ONE_STATEMENT: dict[tuple[str, str, int], tuple[str, list[Any]]] = {}
+# The ordering policy last seen per (database, queue): the one-statement
+# lease is compiled for a policy and checks it inside the statement.
+_POLICY_SEEN: dict[tuple[str, str], str] = {}
 _SENTINEL_TIME = datetime(1970, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 _SENTINEL_QUEUE = "conveyor-sentinel-queue-\u2063"
 
@@ -49,9 +52,8 @@ class LeaseOps(BrokerBase):
             return LeaseBatch()
         now = self.now()
         if self.is_postgres:
-            settings = Queue.objects.using(self.db).filter(name=queue).first()
-            if _unlimited(settings):
-                batch = self._lease_one_statement(queue, n, holder, settings, now)
+            batch = self._lease_one_statement(queue, n, holder, now)
+            if batch is not None:
                 self.emit("leased", batch.tasks, now)
                 return batch
         with self.atomic():
@@ -61,31 +63,53 @@ class LeaseOps(BrokerBase):
         self.emit("leased", batch.tasks, now)
         return batch
 
-    def _lease_one_statement(self, queue: str, n: int, holder: str, settings: Queue | None, now: datetime) -> LeaseBatch:
-        """PostgreSQL, a queue without rate or concurrency limits: one statement.
+    def _lease_one_statement(self, queue: str, n: int, holder: str, now: datetime) -> LeaseBatch | None:
+        """PostgreSQL, a queue without rate or concurrency limits: one round trip.
 
-        The ORM's ``select_for_update(skip_locked=True)`` query picks the
-        rows; an UPDATE over it claims them and returns them, committing on
-        its own (autocommit): one round trip instead of five. The pause is
-        checked again inside the statement, so a queue paused a moment ago
-        leases nothing. Each lease id is the call's fresh ULID plus a digest
-        of the task id: fresh per task, and per call.
+        One statement reads the queue's settings, picks the rows with the
+        ORM's ``select_for_update(skip_locked=True)`` query, claims them with
+        an UPDATE and returns them together with the next retry due time,
+        committing on its own (autocommit). The UPDATE only happens when the
+        settings allow it: not paused, no rate or concurrency limit, and the
+        ordering policy the pick was compiled for. Returns None when the
+        queue has limits (the caller takes the locked path); a policy other
+        than the one guessed is remembered and the statement runs again.
+        Each lease id is the call's fresh ULID plus a digest of the task id:
+        fresh per task, and per call.
         """
-        if settings is not None and settings.paused:
-            return LeaseBatch(throttled="paused")
-        policy = settings.policy if settings else "fifo"
-        order, _index = ORDERS.get(policy, ORDERS["fifo"])
-        sql, slots = self._one_statement_sql(policy, n)
-        expires = now + timedelta(seconds=conveyor_settings.LEASE_TTL)
-        values = {"now": now, "queue": queue, "lease": new_ulid(now) + ".", "expires": expires, "holder": holder}
-        params = [values[slot] if isinstance(slot, str) else slot[0] for slot in slots]
-        with connections[self.db].cursor() as cursor:
-            cursor.execute(sql, params)
-            tasks = sorted((_leased_row(values) for values in cursor.fetchall()), key=sort_key(order))
-        batch = LeaseBatch(tasks=tasks)
-        if len(tasks) < n:
-            batch.next_due_at = self._next_due(queue, now)
-        return batch
+        for _ in range(2):
+            policy = _POLICY_SEEN.get((self.db, queue), "fifo")
+            order, _index = ORDERS[policy]
+            sql, slots = self._one_statement_sql(policy, n)
+            expires = now + timedelta(seconds=conveyor_settings.LEASE_TTL)
+            values = {
+                "now": now,
+                "queue": queue,
+                "lease": new_ulid(now) + ".",
+                "expires": expires,
+                "holder": holder,
+                "policy": policy,
+            }
+            params = [values[slot] if isinstance(slot, str) else slot[0] for slot in slots]
+            with connections[self.db].cursor() as cursor:
+                cursor.execute(sql, params)
+                rows = cursor.fetchall()
+            width = len(LEASED_COLUMNS)
+            next_due, paused, rate, limit, actual = rows[0][width:]
+            actual = actual or "fifo"
+            if paused:
+                return LeaseBatch(throttled="paused")
+            if rate or limit or actual == "random":
+                return None
+            if actual != policy:
+                _POLICY_SEEN[(self.db, queue)] = actual
+                continue
+            tasks = sorted((_leased_row(row[:width]) for row in rows if row[0] is not None), key=sort_key(order))
+            batch = LeaseBatch(tasks=tasks)
+            if len(tasks) < n:
+                batch.next_due_at = next_due
+            return batch
+        return None
 
     def _lease_locked(self, queue: str, n: int, holder: str, settings: Queue | None, now: datetime) -> LeaseBatch:
         if settings is not None and settings.paused:
@@ -137,18 +161,25 @@ class LeaseOps(BrokerBase):
         # atomic block that runs no statement sends nothing to the server.
         with self.atomic():
             pick_sql, pick_params = pick.query.get_compiler(using=self.db).as_sql()
-        slots: list[Any] = [
-            "now" if p == _SENTINEL_TIME else "queue" if p == _SENTINEL_QUEUE else (p,) for p in pick_params
-        ]
+        slots: list[Any] = ["queue"]
+        slots += ["now" if p == _SENTINEL_TIME else "queue" if p == _SENTINEL_QUEUE else (p,) for p in pick_params]
+        qn = connections[self.db].ops.quote_name
         sql = (
-            f"WITH picked AS ({pick_sql}) "
-            "UPDATE conveyor_task AS t SET state = 'active', lease_id = %s || md5(t.id), lease_expires_at = %s, "
-            "lease_holder = %s, started_at = %s, updated_at = %s, progress = 0, progress_message = '' "
-            "FROM picked WHERE t.id = picked.id AND t.state IN ('pending', 'retry') "
-            "AND NOT EXISTS (SELECT 1 FROM conveyor_queue AS q WHERE q.name = %s AND q.paused) "
-            f"RETURNING {', '.join('t.' + connections[self.db].ops.quote_name(c) for c in LEASED_COLUMNS)}"
+            "WITH q AS (SELECT paused, rate, concurrency_limit, policy FROM conveyor_queue WHERE name = %s), "
+            f"picked AS ({pick_sql}), "
+            "leased AS (UPDATE conveyor_task AS t SET state = 'active', lease_id = %s || md5(t.id), "
+            "lease_expires_at = %s, lease_holder = %s, started_at = %s, updated_at = %s, progress = 0, "
+            "progress_message = '' FROM picked WHERE t.id = picked.id AND t.state IN ('pending', 'retry') "
+            "AND NOT EXISTS (SELECT 1 FROM q WHERE q.paused OR COALESCE(q.rate, 0) <> 0 "
+            "OR COALESCE(q.concurrency_limit, 0) <> 0) "
+            "AND COALESCE((SELECT q.policy FROM q), 'fifo') = %s "
+            f"RETURNING {', '.join('t.' + qn(c) for c in LEASED_COLUMNS)}) "
+            f"SELECT {', '.join('leased.' + qn(c) for c in LEASED_COLUMNS)}, m.next_due, "
+            "q.paused, q.rate, q.concurrency_limit, q.policy "
+            "FROM (SELECT (SELECT min(due_at) FROM conveyor_task WHERE queue = %s AND state = 'retry' "
+            "AND due_at > %s) AS next_due) AS m LEFT JOIN q ON true LEFT JOIN leased ON true"
         )
-        slots += ["lease", "expires", "holder", "now", "now", "queue"]
+        slots += ["lease", "expires", "holder", "now", "now", "policy", "queue", "now"]
         _ONE_STATEMENT[key] = (sql, slots)
         return sql, slots
 
@@ -339,12 +370,6 @@ def _leased_row(values: tuple[Any, ...]) -> LeasedTask:
     if isinstance(task.payload, memoryview):
         task.payload = bytes(task.payload)
     return task
-
-
-def _unlimited(settings: Queue | None) -> bool:
-    if settings is None:
-        return True
-    return not settings.rate and not settings.concurrency_limit and settings.policy != "random"
 
 
 def sort_key(order: tuple[str, ...]) -> Any:

@@ -41,6 +41,23 @@ def test_lifo_orders_by_priority_desc_then_due_time_desc_then_id_desc(broker, cl
     assert ids == [high.id, newest.id, second.id, first.id, low.id]
 
 
+def test_a_policy_change_between_leases_takes_effect_on_the_next_lease(broker, clock):
+    # The PostgreSQL lease guesses the policy it last saw; a change must
+    # still order the very next lease by the new policy, in both directions.
+    older = enqueue(broker)
+    clock.advance(1)
+    newer = enqueue(broker)
+    assert [t.id for t in broker.lease("default", 1).tasks] == [older.id]
+
+    broker.set_queue_policy("default", "lifo")
+    clock.advance(1)
+    newest = enqueue(broker)
+    assert [t.id for t in broker.lease("default", 1).tasks] == [newest.id]
+
+    broker.set_queue_policy("default", "fifo")
+    assert [t.id for t in broker.lease("default", 1).tasks] == [newer.id]
+
+
 def test_random_policy_claims_each_due_task_once_and_nothing_else(broker, clock):
     broker.set_queue_policy("default", "random")
     due = {enqueue(broker).id for _ in range(12)}
