@@ -153,7 +153,12 @@ def main() -> None:
         url = fresh_database(backend)
         env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "conveyor_site.settings"}
         out = subprocess.run(
-            [sys.executable, __file__, "--inner", "--tasks", str(args.tasks)], cwd=ROOT, env=env, check=True, capture_output=True, text=True
+            [sys.executable, __file__, "--inner", "--tasks", str(args.tasks)],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
         )
         rows.append((backend, json.loads(out.stdout.strip().splitlines()[-1])))
         if backend == "postgres":

@@ -24,8 +24,17 @@ PEERS_PYTHON = ROOT / "bench" / ".peers" / "bin" / "python"
 
 
 def peer(script: str, args: argparse.Namespace) -> dict[str, float]:
-    argv = [str(PEERS_PYTHON), str(ROOT / "bench" / "peers" / script), str(args.tasks), "50", str(int(args.rate)), str(args.latency_tasks)]
-    out = subprocess.run(argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=1800)
+    argv = [
+        str(PEERS_PYTHON),
+        str(ROOT / "bench" / "peers" / script),
+        str(args.tasks),
+        "50",
+        str(int(args.rate)),
+        str(args.latency_tasks),
+    ]
+    out = subprocess.run(
+        argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=1800
+    )
     if out.returncode != 0:
         print(out.stderr[-2000:], file=sys.stderr)
         return {}
@@ -43,7 +52,9 @@ def main() -> None:
         results["celery"] = peer("celery_bench.py", args)
         results["procrastinate"] = peer("procrastinate_bench.py", args)
     else:
-        print("bench/.peers is missing: run `make bench-peers` to compare with Celery and procrastinate", file=sys.stderr)
+        print(
+            "bench/.peers is missing: run `make bench-peers` to compare with Celery and procrastinate", file=sys.stderr
+        )
     rows = [
         ("enqueue one-by-one (tasks/s)", "enqueue_one_per_s", "{:,.0f}"),
         ("enqueue in bulk (tasks/s)", "enqueue_batch_per_s", "{:,.0f}"),

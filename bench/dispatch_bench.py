@@ -7,7 +7,8 @@ Per backend (dev = SQLite + in-memory layer; cluster = PostgreSQL + Redis):
   * drain tasks/s: 20,000 no-op tasks already queued, workers with total concurrency 50
   * enqueue -> handler start latency (producer's clock to handler start): to an
     idle worker over 200 tasks sent one at a time, and p50/p95/p99 at a steady
-    200 tasks/s from an open-loop producer
+    200 tasks/s from an open-loop producer (after one unmeasured second of
+    the same load, which opens the producer's connections)
   * peak RSS of the node and of a worker process
 Every task is durably committed (enqueue, lease and ack are real transactions).
 """
@@ -21,8 +22,8 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import threading
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -47,13 +48,22 @@ def peak_rss_mb(pid: int) -> float:
 class Node:
     def __init__(self, backend: str) -> None:
         url = fresh_database("sqlite" if backend == "dev" else "postgres", "conveyor_dispatch_bench")
-        env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "conveyor_site.settings", "PYTHONUNBUFFERED": "1"}
+        env = {
+            **os.environ,
+            "DATABASE_URL": url,
+            "DJANGO_SETTINGS_MODULE": "conveyor_site.settings",
+            "PYTHONUNBUFFERED": "1",
+        }
         argv = [sys.executable, "manage.py", "conveyord", "--port", "0"]
         if backend == "dev":
             argv.append("--dev")
             env.pop("REDIS_URL", None)
         else:
-            env.update(REDIS_URL=REDIS_URL, CONVEYOR_ALLOW_UNAUTHENTICATED="1", CONVEYOR_CHANNEL_PREFIX=f"bench{uuid.uuid4().hex[:6]}")
+            env.update(
+                REDIS_URL=REDIS_URL,
+                CONVEYOR_ALLOW_UNAUTHENTICATED="1",
+                CONVEYOR_CHANNEL_PREFIX=f"bench{uuid.uuid4().hex[:6]}",
+            )
         env["CONVEYOR_LOG_LEVEL"] = "WARNING"
         self.log = tempfile.NamedTemporaryFile("w+", prefix="conveyor-bench-node-", suffix=".log", delete=False)  # noqa: SIM115 (lives as long as the node)
         self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, text=True)
@@ -85,10 +95,20 @@ class Node:
             self.proc.kill()
 
 
-def start_workers(url: str, count: int, concurrency: int, queues: str, latency_log: str | None = None) -> list[subprocess.Popen]:
+def start_workers(
+    url: str, count: int, concurrency: int, queues: str, latency_log: str | None = None
+) -> list[subprocess.Popen]:
     procs = []
     for _ in range(count):
-        argv = [sys.executable, str(ROOT / "bench" / "worker_proc.py"), url, "--queues", queues, "--concurrency", str(concurrency)]
+        argv = [
+            sys.executable,
+            str(ROOT / "bench" / "worker_proc.py"),
+            url,
+            "--queues",
+            queues,
+            "--concurrency",
+            str(concurrency),
+        ]
         if latency_log:
             argv += ["--latency-log", latency_log]
         procs.append(subprocess.Popen(argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}))
@@ -118,7 +138,7 @@ def stop_all(procs: list[subprocess.Popen]) -> list[float]:
 IDLE_TASKS = 200
 
 
-def steady_load(url: str, rate: float, count: int) -> None:
+def steady_load(url: str, rate: float, count: int, tag: str = "steady") -> None:
     """Open-loop producer: one enqueue every 1/rate s, however long each takes.
 
     The POSTs go out from a small pool of connections so a slow response
@@ -130,7 +150,9 @@ def steady_load(url: str, rate: float, count: int) -> None:
     def send() -> None:
         if not hasattr(local, "client"):
             local.client = httpx.Client(base_url=url, timeout=60)
-        local.client.post("/api/v1/tasks", json={"type": "noop", "queue": "lat", "json": {"t": time.time()}})
+        local.client.post(
+            "/api/v1/tasks", json={"type": "noop", "queue": "lat", "json": {"t": time.time(), "tag": tag}}
+        )
 
     with ThreadPoolExecutor(max_workers=16) as pool:
         next_at = time.perf_counter()
@@ -142,7 +164,9 @@ def steady_load(url: str, rate: float, count: int) -> None:
             next_at += interval
 
 
-def bench_backend(backend: str, tasks: int, workers: int, concurrency: int, rate: float, latency_tasks: int) -> dict[str, float]:
+def bench_backend(
+    backend: str, tasks: int, workers: int, concurrency: int, rate: float, latency_tasks: int
+) -> dict[str, float]:
     node = Node(backend)
     out: dict[str, float] = {}
     try:
@@ -157,7 +181,10 @@ def bench_backend(backend: str, tasks: int, workers: int, concurrency: int, rate
         node.http.post("/api/v1/queues/drain/pause")
         start = time.perf_counter()
         for _ in range(tasks // 1000):
-            node.http.post("/api/v1/tasks/batch", json={"tasks": [{"type": "noop", "queue": "drain", "json": {}} for _ in range(1000)]})
+            node.http.post(
+                "/api/v1/tasks/batch",
+                json={"tasks": [{"type": "noop", "queue": "drain", "json": {}} for _ in range(1000)]},
+            )
         out["enqueue_batch_per_s"] = tasks // 1000 * 1000 / (time.perf_counter() - start)
 
         # Drain: workers connected, then resume and time until nothing is left.
@@ -176,16 +203,19 @@ def bench_backend(backend: str, tasks: int, workers: int, concurrency: int, rate
         procs = start_workers(node.url, 1, concurrency, "idle=1,lat=1", latency_log)
         wait_sessions(node, 1)
         for _ in range(IDLE_TASKS):
-            node.http.post("/api/v1/tasks", json={"type": "noop", "queue": "idle", "json": {"t": time.time(), "tag": "idle"}})
+            node.http.post(
+                "/api/v1/tasks", json={"type": "noop", "queue": "idle", "json": {"t": time.time(), "tag": "idle"}}
+            )
             time.sleep(0.025)
+        steady_load(node.url, rate, int(rate), tag="warmup")  # one second: connections, caches
         steady_load(node.url, rate, latency_tasks)
         while node.unfinished("lat") or node.unfinished("idle"):
             time.sleep(0.05)
         time.sleep(0.3)
         stop_all(procs)
         lines = [line.split() for line in Path(latency_log).read_text().splitlines() if line.strip()]
-        idle = [float(parts[0]) for parts in lines if parts[-1] == "idle"]
-        steady = [float(parts[0]) for parts in lines if parts[-1] != "idle"]
+        idle = [float(parts[0]) for parts in lines if parts[1] == "idle"]
+        steady = [float(parts[0]) for parts in lines if parts[1] == "steady"]
         for p in (50, 95, 99):
             out[f"idle_p{p}_ms"] = percentile(idle, p) * 1000
             out[f"latency_p{p}_ms"] = percentile(steady, p) * 1000
@@ -206,7 +236,10 @@ def main() -> None:
     parser.add_argument("--latency-tasks", type=int, default=2000)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    results = {b: bench_backend(b, args.tasks, args.workers, args.concurrency, args.rate, args.latency_tasks) for b in args.backends.split(",")}
+    results = {
+        b: bench_backend(b, args.tasks, args.workers, args.concurrency, args.rate, args.latency_tasks)
+        for b in args.backends.split(",")
+    }
     if args.json:
         print(json.dumps(results, indent=2))
         return

@@ -49,7 +49,10 @@ def run(backend: str, tasks: int, concurrency: int) -> float:
         }
         node.http.post("/api/v1/webhooks", json=registration).raise_for_status()
         for _ in range(tasks // 1000):
-            node.http.post("/api/v1/tasks/batch", json={"tasks": [{"type": "noop", "queue": "hooks", "json": {}} for _ in range(1000)]})
+            node.http.post(
+                "/api/v1/tasks/batch",
+                json={"tasks": [{"type": "noop", "queue": "hooks", "json": {}} for _ in range(1000)]},
+            )
         start = time.perf_counter()
         node.http.post("/api/v1/webhooks/bench/resume").raise_for_status()
         while node.unfinished("hooks"):

@@ -3,7 +3,8 @@
     python bench/worker_proc.py URL --queues drain=1 --concurrency 25 [--latency-log FILE]
 
 With --latency-log, each task's payload carries {"t": <client send time>}
-and the worker writes "latency_seconds tag" per task (tag "idle" or "steady").
+and the worker writes "latency tag server_latency" per task (seconds; tag
+"idle" or "steady"; server_latency counts from the node's enqueue commit).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def main() -> None:
             now = time.time()
             sent = task.payload.get("t") if isinstance(task.payload, dict) else None
             tag = task.payload.get("tag", "") if isinstance(task.payload, dict) else ""
-            samples.append(f"{now - sent if sent else -1:.6f} {tag or 'steady'}")
+            server = now - task.enqueued_at.timestamp() if task.enqueued_at else -1
+            samples.append(f"{now - sent if sent else -1:.6f} {tag or 'steady'} {server:.6f}")
 
     async def run() -> None:
         loop = asyncio.get_running_loop()

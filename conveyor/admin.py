@@ -69,7 +69,18 @@ class DependencyInline(admin.TabularInline):
 
 @admin.register(Task)
 class TaskAdmin(ReadOnlyAdmin):
-    list_display = ("id", "queue", "type", "state", "priority", "retried", "max_retry", "enqueued_at", "due_at", "last_error")
+    list_display = (
+        "id",
+        "queue",
+        "type",
+        "state",
+        "priority",
+        "retried",
+        "max_retry",
+        "enqueued_at",
+        "due_at",
+        "last_error",
+    )
     list_filter = ("state", "queue", "type")
     search_fields = ("=id", "type", "=unique_key", "=concurrency_key")
     ordering = ("-id",)

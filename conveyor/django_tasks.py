@@ -104,7 +104,9 @@ class ConveyorBackend(BaseTaskBackend):
         return result
 
 
-def run_django_task(task_type: str, payload: dict[str, Any], *, task_id: str, attempt: int, started_at: datetime) -> Any:
+def run_django_task(
+    task_type: str, payload: dict[str, Any], *, task_id: str, attempt: int, started_at: datetime
+) -> Any:
     """Call the function behind a ``django:`` task (used by ``conveyor_worker``)."""
     from inspect import iscoroutinefunction
 

@@ -86,7 +86,9 @@ def start(database_url: str | None = None, *, env: dict[str, str] | None = None,
     child_env = {
         k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DJANGO_SETTINGS_MODULE", "CONVEYOR_API_TOKENS")
     }
-    child_env.update({"DATABASE_URL": database_url, "DJANGO_SETTINGS_MODULE": "conveyor_site.settings", "PYTHONUNBUFFERED": "1"})
+    child_env.update(
+        {"DATABASE_URL": database_url, "DJANGO_SETTINGS_MODULE": "conveyor_site.settings", "PYTHONUNBUFFERED": "1"}
+    )
     child_env.update(env or {})
     process = subprocess.Popen(
         [sys.executable, str(PROJECT / "manage.py"), "conveyord", "--dev", "--port", "0"],

@@ -19,11 +19,19 @@ REGISTRY = CollectorRegistry(auto_describe=True)
 
 _EVENT_COUNTERS = {
     "enqueued": Counter("conveyor_tasks_enqueued_total", "Tasks enqueued", ["queue"], registry=REGISTRY),
-    "leased": Counter("conveyor_tasks_dispatched_total", "Tasks leased and pushed to a worker", ["queue"], registry=REGISTRY),
+    "leased": Counter(
+        "conveyor_tasks_dispatched_total", "Tasks leased and pushed to a worker", ["queue"], registry=REGISTRY
+    ),
     "completed": Counter("conveyor_tasks_completed_total", "Tasks completed", ["queue"], registry=REGISTRY),
-    "retried": Counter("conveyor_tasks_retried_total", "Failed attempts that will be retried", ["queue"], registry=REGISTRY),
-    "archived": Counter("conveyor_tasks_archived_total", "Tasks dead-lettered (archived)", ["queue"], registry=REGISTRY),
-    "released": Counter("conveyor_tasks_released_total", "Tasks given back without a retry spent", ["queue"], registry=REGISTRY),
+    "retried": Counter(
+        "conveyor_tasks_retried_total", "Failed attempts that will be retried", ["queue"], registry=REGISTRY
+    ),
+    "archived": Counter(
+        "conveyor_tasks_archived_total", "Tasks dead-lettered (archived)", ["queue"], registry=REGISTRY
+    ),
+    "released": Counter(
+        "conveyor_tasks_released_total", "Tasks given back without a retry spent", ["queue"], registry=REGISTRY
+    ),
     "canceled": Counter("conveyor_tasks_canceled_total", "Waiting tasks canceled", ["queue"], registry=REGISTRY),
 }
 FAILED = Counter("conveyor_tasks_failed_total", "Failed attempts (retried or archived)", ["queue"], registry=REGISTRY)

@@ -109,7 +109,9 @@ class Task(models.Model):
                 condition=Q(state=State.AGGREGATING),
                 name="task_group",
             ),
-            models.Index(fields=["expires_at"], condition=Q(state__in=WAITING, expires_at__isnull=False), name="task_expiry"),
+            models.Index(
+                fields=["expires_at"], condition=Q(state__in=WAITING, expires_at__isnull=False), name="task_expiry"
+            ),
             models.Index(fields=["purge_at"], condition=Q(state=State.COMPLETED), name="task_purge_completed"),
             models.Index(
                 fields=["finished_at"],

@@ -71,7 +71,9 @@ def record_backlog(backlog: dict[str, int], now: datetime, using: str = "default
 
 
 def history(now: datetime, minutes: int) -> list[dict[str, Any]]:
-    rows = QueueMinute.objects.filter(minute__gte=minute_of(now) - timedelta(minutes=minutes - 1)).order_by("minute", "queue")
+    rows = QueueMinute.objects.filter(minute__gte=minute_of(now) - timedelta(minutes=minutes - 1)).order_by(
+        "minute", "queue"
+    )
     return [
         {
             "minute": row.minute.isoformat().replace("+00:00", "Z"),

@@ -17,10 +17,7 @@ SQLITE_OPTIONS = {
     "transaction_mode": "IMMEDIATE",
     "timeout": 30,
     "init_command": (
-        "PRAGMA journal_mode=WAL;"
-        "PRAGMA synchronous=NORMAL;"
-        "PRAGMA busy_timeout=30000;"
-        "PRAGMA foreign_keys=ON;"
+        "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;PRAGMA busy_timeout=30000;PRAGMA foreign_keys=ON;"
     ),
 }
 
@@ -33,8 +30,7 @@ def parse_database_url(url: str, base_dir: Path) -> dict[str, Any]:
     if parts.scheme in ("postgres", "postgresql", "pgsql"):
         return _postgres(parts)
     raise ValueError(
-        f"DATABASE_URL scheme {parts.scheme!r} is not supported; "
-        "use sqlite:///path or postgres://user@host:port/name"
+        f"DATABASE_URL scheme {parts.scheme!r} is not supported; use sqlite:///path or postgres://user@host:port/name"
     )
 
 

@@ -86,7 +86,14 @@ class Endpoint:
         payload = base64.b64decode(params.get("payload") or "")
         spec = json.loads(payload) if payload and "json" in params.get("contentType", "") else {}
         spec = spec if isinstance(spec, dict) else {}
-        self.log("execute", task=task_id, attempt=params.get("attempt"), type=params.get("type"), batch=batch_size, id=request.get("id"))
+        self.log(
+            "execute",
+            task=task_id,
+            attempt=params.get("attempt"),
+            type=params.get("type"),
+            batch=batch_size,
+            id=request.get("id"),
+        )
         reply = {"jsonrpc": "2.0", "id": request.get("id")}
         if spec.get("async") or spec.get("silent"):
             if not spec.get("silent"):
@@ -111,7 +118,14 @@ class Endpoint:
             # Wake at the next heartbeat, or at once on a cancel notification.
             cancelled.wait(min(interval, max(0.0, deadline - time.time())))
             if cancelled.is_set():
-                self.log("report", task=task_id, outcome="retry", answer=self.call("ReportResult", {"leaseToken": token, "outcome": "TASK_OUTCOME_RETRY", "errorMsg": "canceled"}))
+                self.log(
+                    "report",
+                    task=task_id,
+                    outcome="retry",
+                    answer=self.call(
+                        "ReportResult", {"leaseToken": token, "outcome": "TASK_OUTCOME_RETRY", "errorMsg": "canceled"}
+                    ),
+                )
                 return
             if time.time() < deadline:
                 self.log("heartbeat", task=task_id, answer=self.call("Heartbeat", {"leaseToken": token}))
@@ -130,7 +144,10 @@ def make_handler(endpoint: Endpoint) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             if endpoint.secrets and not verify(
-                endpoint.secrets, self.headers.get("X-Conveyor-Timestamp", ""), self.headers.get("X-Conveyor-Signature", ""), body
+                endpoint.secrets,
+                self.headers.get("X-Conveyor-Timestamp", ""),
+                self.headers.get("X-Conveyor-Signature", ""),
+                body,
             ):
                 endpoint.log("rejected", reason="bad signature")
                 self.answer(401, {"error": "bad signature"})
@@ -184,13 +201,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9090)
-    parser.add_argument("--conveyor", default=os.environ.get("CONVEYOR_URL", "http://127.0.0.1:8080"), help="where to call back")
+    parser.add_argument(
+        "--conveyor", default=os.environ.get("CONVEYOR_URL", "http://127.0.0.1:8080"), help="where to call back"
+    )
     parser.add_argument("--log", help="append one JSON line per event here")
     args = parser.parse_args()
     secrets = [s for s in os.environ.get("WEBHOOK_SECRET", "").split(",") if s]
     endpoint = Endpoint(secrets, args.conveyor, args.log)
     server = ThreadingHTTPServer((args.host, args.port), make_handler(endpoint))
-    print(f"webhook endpoint listening on http://{args.host}:{server.server_address[1]}/ ({'signed' if secrets else 'unsigned'})", flush=True)
+    print(
+        f"webhook endpoint listening on http://{args.host}:{server.server_address[1]}/ ({'signed' if secrets else 'unsigned'})",
+        flush=True,
+    )
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
 

@@ -24,10 +24,28 @@ def percentile(values: list[float], p: float) -> float:
 
 def worker(concurrency: int) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "bench.peers.celery_app", "worker", "-P", "threads", "-c", str(concurrency),
-         "-Q", PREFIX, "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "WARNING"],
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "bench.peers.celery_app",
+            "worker",
+            "-P",
+            "threads",
+            "-c",
+            str(concurrency),
+            "-Q",
+            PREFIX,
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-l",
+            "WARNING",
+        ],
         cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
 
 

@@ -20,7 +20,7 @@ DB = PG_ADMIN.rsplit("/", 1)[0] + "/procrastinate_bench"
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 counter = redis.Redis.from_url(REDIS_URL)
 
-APP = '''
+APP = """
 import time, redis, procrastinate
 counter = redis.Redis.from_url({redis!r})
 app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo={db!r}))
@@ -30,7 +30,7 @@ def noop(sent=None):
     if sent is not None:
         counter.rpush("procbench:latency", time.time() - sent)
     counter.incr("procbench:done")
-'''
+"""
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -51,7 +51,12 @@ def main() -> None:
     import procapp
 
     env = {**os.environ, "PYTHONPATH": workdir}
-    subprocess.run([sys.executable, "-m", "procrastinate", "--app=procapp.app", "schema", "--apply"], env=env, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "procrastinate", "--app=procapp.app", "schema", "--apply"],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     counter.delete("procbench:done", "procbench:latency")
     out: dict[str, float] = {}
     with procapp.app.open():
@@ -64,8 +69,20 @@ def main() -> None:
             procapp.noop.batch_defer(*[{} for _ in range(1000)])
         out["enqueue_batch_per_s"] = (tasks - 2000) // 1000 * 1000 / (time.perf_counter() - start)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "procrastinate", "--app=procapp.app", "worker", "--concurrency", str(concurrency), "--queues", "bench"],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-m",
+                "procrastinate",
+                "--app=procapp.app",
+                "worker",
+                "--concurrency",
+                str(concurrency),
+                "--queues",
+                "bench",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         time.sleep(3)
         start = time.perf_counter()

@@ -67,7 +67,10 @@ class TaskActionView(ApiView):
         operation_id="task_action",
         parameters=[id_param("task_id", ID_PARAM), action_param([a for a in TASK_ACTIONS if a != "delete"])],
         request=schemas.RescheduleRequest,
-        responses={200: schemas.Task, 409: OpenApiResponse(schemas.Error, "failed_precondition: not in a state the action accepts")},
+        responses={
+            200: schemas.Task,
+            409: OpenApiResponse(schemas.Error, "failed_precondition: not in a state the action accepts"),
+        },
         tags=["tasks"],
     )
     def post(self, request: Request, task_id: str, action: str) -> Response:
@@ -149,7 +152,12 @@ class QueueActionView(ApiView):
 
 
 class QueuePolicyView(ApiView):
-    @extend_schema(operation_id="set_queue_policy", request=schemas.PolicyRequest, responses={200: schemas.QueuePolicy}, tags=["queues"])
+    @extend_schema(
+        operation_id="set_queue_policy",
+        request=schemas.PolicyRequest,
+        responses={200: schemas.QueuePolicy},
+        tags=["queues"],
+    )
     def put(self, request: Request, name: str) -> Response:
         """Set the ordering policy: fifo (default), lifo or random."""
         policy = body(request, ("policy",)).get("policy")
@@ -158,7 +166,9 @@ class QueuePolicyView(ApiView):
 
 
 class RateLimitView(ApiView):
-    @extend_schema(operation_id="set_rate_limit", request=schemas.RateLimit, responses={200: schemas.RateLimit}, tags=["limits"])
+    @extend_schema(
+        operation_id="set_rate_limit", request=schemas.RateLimit, responses={200: schemas.RateLimit}, tags=["limits"]
+    )
     def put(self, request: Request, name: str) -> Response:
         """Limit a queue to `rate` tasks/s with a bucket of `burst` (shared by all nodes)."""
         data = body(request, ("rate", "burst"))
@@ -174,7 +184,12 @@ class RateLimitView(ApiView):
 
 
 class ConcurrencyLimitView(ApiView):
-    @extend_schema(operation_id="set_concurrency_limit", request=schemas.ConcurrencyLimit, responses={200: schemas.ConcurrencyLimit}, tags=["limits"])
+    @extend_schema(
+        operation_id="set_concurrency_limit",
+        request=schemas.ConcurrencyLimit,
+        responses={200: schemas.ConcurrencyLimit},
+        tags=["limits"],
+    )
     def put(self, request: Request, name: str) -> Response:
         """At most `limit` active tasks per concurrency key in this queue."""
         limit = get_broker().set_concurrency_limit(name, body(request, ("limit",)).get("limit"))  # type: ignore[arg-type]
@@ -211,13 +226,24 @@ class GroupConfigView(ApiView):
             {
                 "configs": [vars_of(c) for c in broker.group_configs()],
                 "groups": [
-                    {"queue": g.queue, "group": g.group, "count": g.count, "oldest": render.ts(g.oldest), "newest": render.ts(g.newest)}
+                    {
+                        "queue": g.queue,
+                        "group": g.group,
+                        "count": g.count,
+                        "oldest": render.ts(g.oldest),
+                        "newest": render.ts(g.newest),
+                    }
                     for g in broker.group_stats()
                 ],
             }
         )
 
-    @extend_schema(operation_id="set_group_config", request=schemas.GroupConfigRequest, responses={200: schemas.GroupConfig}, tags=["groups"])
+    @extend_schema(
+        operation_id="set_group_config",
+        request=schemas.GroupConfigRequest,
+        responses={200: schemas.GroupConfig},
+        tags=["groups"],
+    )
     def put(self, request: Request) -> Response:
         """Set thresholds for (queue, group); group "" is the queue's default."""
         data = body(request, ("queue", "group", "max_size", "max_delay", "grace"))
@@ -233,7 +259,9 @@ class GroupConfigView(ApiView):
     @extend_schema(
         operation_id="delete_group_config",
         parameters=[
-            OpenApiParameter("queue", {"type": "string", "pattern": schemas.QUEUE_PATTERN, "maxLength": 100}, required=True),
+            OpenApiParameter(
+                "queue", {"type": "string", "pattern": schemas.QUEUE_PATTERN, "maxLength": 100}, required=True
+            ),
             OpenApiParameter("group", str, description="absent: the queue-wide default"),
         ],
         responses={204: None},
@@ -265,7 +293,9 @@ class CronListView(ApiView):
         """Every cron entry, by id."""
         return Response({"entries": [render.cron_entry(e) for e in get_broker().list_cron_entries()]})
 
-    @extend_schema(operation_id="upsert_cron", request=schemas.CronRequest, responses={200: schemas.CronEntry}, tags=["cron"])
+    @extend_schema(
+        operation_id="upsert_cron", request=schemas.CronRequest, responses={200: schemas.CronEntry}, tags=["cron"]
+    )
     def post(self, request: Request) -> Response:
         """Create or replace a cron entry (its next run restarts from now)."""
         entry = get_broker().upsert_cron_entry(parse.parse_cron(request.data))
@@ -275,7 +305,12 @@ class CronListView(ApiView):
 class CronDetailView(ApiView):
     mutating = {"PUT", "DELETE"}
 
-    @extend_schema(operation_id="get_cron", parameters=[id_param("entry_id", ID_PARAM)], responses={200: schemas.CronEntry}, tags=["cron"])
+    @extend_schema(
+        operation_id="get_cron",
+        parameters=[id_param("entry_id", ID_PARAM)],
+        responses={200: schemas.CronEntry},
+        tags=["cron"],
+    )
     def get(self, request: Request, entry_id: str) -> Response:
         """Read one cron entry."""
         return Response(render.cron_entry(get_broker().get_cron_entry(entry_id)))
@@ -291,7 +326,9 @@ class CronDetailView(ApiView):
         """Create or replace the entry with this id (the body's id, if any, must match)."""
         return Response(render.cron_entry(get_broker().upsert_cron_entry(parse.parse_cron(request.data, entry_id))))
 
-    @extend_schema(operation_id="delete_cron", parameters=[id_param("entry_id", ID_PARAM)], responses={204: None}, tags=["cron"])
+    @extend_schema(
+        operation_id="delete_cron", parameters=[id_param("entry_id", ID_PARAM)], responses={204: None}, tags=["cron"]
+    )
     def delete(self, request: Request, entry_id: str) -> Response:
         """Delete an entry (an absent one is fine)."""
         get_broker().delete_cron_entry(check_task_id(entry_id, "entry_id"))
@@ -326,7 +363,12 @@ class WebhookListView(ApiView):
         """Registrations with their live status; secrets are never shown."""
         return Response({"webhooks": [webhook_json(r) for r in get_broker().list_webhooks()]})
 
-    @extend_schema(operation_id="upsert_webhook", request=schemas.WebhookRequest, responses={200: schemas.Webhook}, tags=["webhooks"])
+    @extend_schema(
+        operation_id="upsert_webhook",
+        request=schemas.WebhookRequest,
+        responses={200: schemas.Webhook},
+        tags=["webhooks"],
+    )
     def post(self, request: Request) -> Response:
         """Create or replace a registration (every field)."""
         return Response(webhook_json(get_broker().upsert_webhook(parse.parse_webhook(request.data))))
@@ -340,7 +382,12 @@ class WebhookDetailView(ApiView):
         """Read one registration with its live status (never its secrets)."""
         return Response(webhook_json(get_broker().get_webhook(name)))
 
-    @extend_schema(operation_id="put_webhook", request=schemas.WebhookPutRequest, responses={200: schemas.Webhook}, tags=["webhooks"])
+    @extend_schema(
+        operation_id="put_webhook",
+        request=schemas.WebhookPutRequest,
+        responses={200: schemas.Webhook},
+        tags=["webhooks"],
+    )
     def put(self, request: Request, name: str) -> Response:
         """Create or replace the registration with this name (every field)."""
         return Response(webhook_json(get_broker().upsert_webhook(parse.parse_webhook(request.data, name))))
@@ -422,7 +469,9 @@ class InfoView(ApiView):
 class HistoryView(ApiView):
     @extend_schema(
         operation_id="stats_history",
-        parameters=[OpenApiParameter("minutes", {"type": "integer", "minimum": 1, "maximum": 1440}, description="default 60")],
+        parameters=[
+            OpenApiParameter("minutes", {"type": "integer", "minimum": 1, "maximum": 1440}, description="default 60")
+        ],
         responses={200: schemas.History},
         tags=["cluster"],
     )

@@ -28,7 +28,18 @@ Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
 # Fields that hold user data: never renamed, never recursed into.
 OPAQUE = {"metadata", "json", "payload", "result", "options", "queues", "labels", "counts", "leaderOf"}
-DURATIONS = {"processIn", "expiresIn", "uniqueTtl", "timeout", "retention", "base", "cap", "maxDelay", "grace", "requestTimeout"}
+DURATIONS = {
+    "processIn",
+    "expiresIn",
+    "uniqueTtl",
+    "timeout",
+    "retention",
+    "base",
+    "cap",
+    "maxDelay",
+    "grace",
+    "requestTimeout",
+}
 
 
 def snake(name: str) -> str:
@@ -387,7 +398,14 @@ def cluster_info(data: dict[str, Any]) -> dict[str, Any]:
     from conveyor.models import Node
 
     nodes = [
-        {"id": n.id, "host": n.host, "port": n.port, "startedAt": render.ts(n.started_at), "seenAt": render.ts(n.seen_at), "leaderOf": n.leader_of}
+        {
+            "id": n.id,
+            "host": n.host,
+            "port": n.port,
+            "startedAt": render.ts(n.started_at),
+            "seenAt": render.ts(n.seen_at),
+            "leaderOf": n.leader_of,
+        }
         for n in Node.objects.order_by("started_at")
     ]
     return {"nodes": nodes}
@@ -463,7 +481,9 @@ def connect_call(request: HttpRequest, service: str, method: str) -> JsonRespons
     content_type = (request.content_type or "").lower()
     if content_type not in ("application/json", ""):
         # The protocol: an unsupported codec is HTTP 415.
-        return connect_error("unimplemented", f"content type {content_type!r} is not supported; send application/json", status=415)
+        return connect_error(
+            "unimplemented", f"content type {content_type!r} is not supported; send application/json", status=415
+        )
     handler, guard = _route(service, method)
     if handler is None:
         return connect_error("unimplemented", f"{service}/{method} is not implemented")

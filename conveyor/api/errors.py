@@ -19,7 +19,14 @@ def error_body(exc: ConveyorError) -> dict[str, Any]:
     return body
 
 
-DRF_CODES = {400: "invalid_argument", 401: "unauthenticated", 403: "permission_denied", 404: "not_found", 405: "method_not_allowed", 415: "unsupported_media_type"}
+DRF_CODES = {
+    400: "invalid_argument",
+    401: "unauthenticated",
+    403: "permission_denied",
+    404: "not_found",
+    405: "method_not_allowed",
+    415: "unsupported_media_type",
+}
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -36,7 +43,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         if status == 400 and context.get("request") is not None:
             response.data["field"] = ""  # a body that is not JSON at all
         response.status_code = status
-        response["WWW-Authenticate"] = 'Bearer realm="conveyor"' if status == 401 else response.get("WWW-Authenticate", "")
+        response["WWW-Authenticate"] = (
+            'Bearer realm="conveyor"' if status == 401 else response.get("WWW-Authenticate", "")
+        )
         if status != 401:
             del response["WWW-Authenticate"]
     return response

@@ -63,7 +63,9 @@ class EventsConsumer(AsyncWebsocketConsumer):
             # Accept first: a close before the handshake completes reaches the
             # client as a bare HTTP 403, and the 4401 (and why) would be lost.
             await self.accept()
-            await self.send(text_data=json.dumps({"error": "unauthenticated", "message": "a valid bearer token is required"}))
+            await self.send(
+                text_data=json.dumps({"error": "unauthenticated", "message": "a valid bearer token is required"})
+            )
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         query = parse_qs(self.scope.get("query_string", b"").decode())

@@ -24,7 +24,10 @@ from conveyor.api.errors import error_body
 from conveyor.broker import get_broker
 from conveyor.exceptions import CONNECT_HTTP_STATUS, ConveyorError, InvalidArgument
 
-ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Callable[[dict[str, Any]], Awaitable[None]]], Awaitable[None]]
+ASGIApp = Callable[
+    [dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Callable[[dict[str, Any]], Awaitable[None]]],
+    Awaitable[None],
+]
 MAX_BODY = 8 * 1024 * 1024
 
 REST, CONNECT = "rest", "connect"
@@ -149,7 +152,9 @@ async def _read_body(receive: Any) -> bytes | None:
             return b"".join(chunks)
 
 
-async def _respond(send: Any, status: int, payload: dict[str, Any], extra: list[tuple[bytes, bytes]] | None = None) -> None:
+async def _respond(
+    send: Any, status: int, payload: dict[str, Any], extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
     body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(extra or [])]
     await send({"type": "http.response.start", "status": status, "headers": headers})

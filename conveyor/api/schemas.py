@@ -345,7 +345,11 @@ class WebhookRequest(s.Serializer):
     queues = QueueWeights()
     concurrency = opt(s.IntegerField, min_value=1, max_value=10_000, help_text="default 10")
     secrets = s.ListField(
-        child=s.CharField(max_length=500), required=False, allow_null=True, max_length=2, help_text="newest first; write-only"
+        child=s.CharField(max_length=500),
+        required=False,
+        allow_null=True,
+        max_length=2,
+        help_text="newest first; write-only",
     )
     secret = opt(s.CharField, max_length=500, help_text="one secret (not with secrets); write-only")
     batch_types = s.ListField(child=s.CharField(max_length=200), required=False, allow_null=True)
@@ -477,7 +481,9 @@ class ConveyorSchema(AutoSchema):
         responses = super()._get_response_bodies(direction)
         for code in self._error_codes():
             if code not in responses:
-                responses[code] = self._get_response_for_code(OpenApiResponse(Error, ERRORS[code]), code, direction=direction)
+                responses[code] = self._get_response_for_code(
+                    OpenApiResponse(Error, ERRORS[code]), code, direction=direction
+                )
         return responses
 
     def _error_codes(self) -> list[str]:

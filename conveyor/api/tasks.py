@@ -93,7 +93,9 @@ def task_items(data: Any) -> list[Any]:
 class EnqueueBatchView(ApiView):
     producer = True
 
-    @extend_schema(operation_id="enqueue_batch", request=schemas.TaskList, responses={200: schemas.BatchResults}, tags=["tasks"])
+    @extend_schema(
+        operation_id="enqueue_batch", request=schemas.TaskList, responses={200: schemas.BatchResults}, tags=["tasks"]
+    )
     def post(self, request: Request) -> Response:
         """Enqueue up to 1000 tasks; each item succeeds or fails on its own (`index` names it)."""
         items = task_items(request.data)

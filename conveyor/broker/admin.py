@@ -106,7 +106,9 @@ class AdminOps(BrokerBase):
             raise DuplicateTask(task.unique_key or "", holder)
         self.tasks.filter(unique_key=task.unique_key, unique_until__lte=self.now()).update(unique_key=None)
 
-    def reschedule_task(self, task_id: str, *, process_at: datetime | None = None, process_in: float | None = None) -> Task:
+    def reschedule_task(
+        self, task_id: str, *, process_at: datetime | None = None, process_in: float | None = None
+    ) -> Task:
         """Move a waiting task to a new due time (future -> scheduled, else pending)."""
         now = self.now()
         when = _reschedule_time(now, process_at, process_in)

@@ -39,7 +39,9 @@ class CronOps(BrokerBase):
         schedule = check_spec(spec.spec)
         check_timezone(spec.timezone)
         options = _check_options(spec.options)
-        task_fields(task_spec_for(spec.task_type, spec.queue, spec.payload, spec.content_type, options, {}, spec.id), now)
+        task_fields(
+            task_spec_for(spec.task_type, spec.queue, spec.payload, spec.content_type, options, {}, spec.id), now
+        )
         values = {
             "spec": schedule,
             "timezone": spec.timezone or "UTC",
@@ -52,7 +54,9 @@ class CronOps(BrokerBase):
             "next_run_at": next_fire(schedule, spec.timezone, now),
             "updated_at": now,
         }
-        entry, _created = self.cron.update_or_create(id=spec.id, defaults=values, create_defaults={**values, "created_at": now})
+        entry, _created = self.cron.update_or_create(
+            id=spec.id, defaults=values, create_defaults={**values, "created_at": now}
+        )
         return entry
 
     def get_cron_entry(self, entry_id: str) -> CronEntry:
@@ -102,7 +106,9 @@ class CronOps(BrokerBase):
         slot = entry.next_run_at
         following = next_fire(entry.spec, entry.timezone, max(now, slot))
         marks = {"conveyor.cron": entry.id, "conveyor.slot": slot.isoformat().replace("+00:00", "Z")}
-        spec = task_spec_for(entry.task_type, entry.queue, entry.payload, entry.content_type, entry.options, marks, entry.id)
+        spec = task_spec_for(
+            entry.task_type, entry.queue, entry.payload, entry.content_type, entry.options, marks, entry.id
+        )
         with self.atomic():
             claimed = self.cron.filter(id=entry.id, next_run_at=slot, paused=False).update(
                 next_run_at=following, last_run_at=slot
@@ -122,7 +128,9 @@ def _check_options(options: Any) -> dict[str, Any]:
         raise InvalidArgument("options", "must be an object")
     unknown = sorted(set(options) - set(CRON_OPTIONS))
     if unknown:
-        raise InvalidArgument(f"options.{unknown[0]}", f"is not a cron task option (allowed: {', '.join(CRON_OPTIONS)})")
+        raise InvalidArgument(
+            f"options.{unknown[0]}", f"is not a cron task option (allowed: {', '.join(CRON_OPTIONS)})"
+        )
     if "metadata" in options and not isinstance(options["metadata"], dict):
         raise InvalidArgument("options.metadata", "must be an object of string to string")
     return dict(options)

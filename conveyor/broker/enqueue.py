@@ -91,12 +91,7 @@ class EnqueueOps(BrokerBase):
         autocommit, saving the BEGIN and COMMIT round trips. (Inside a
         caller's transaction it simply joins that transaction.)
         """
-        simple = (
-            len(items) == 1
-            and not items[0].given_id
-            and not items[0].deps
-            and not items[0].fields["unique_key"]
-        )
+        simple = len(items) == 1 and not items[0].given_id and not items[0].deps and not items[0].fields["unique_key"]
         if simple and self.is_postgres:
             return contextlib.nullcontext()
         return self.atomic()
@@ -157,7 +152,9 @@ class EnqueueOps(BrokerBase):
             results[it.index].created = True
         self._announce(tasks, now)
 
-    def _drop_known_ids(self, items: list[_Item], results: list[ItemResult], repeats: list[tuple[int, int]]) -> list[_Item]:
+    def _drop_known_ids(
+        self, items: list[_Item], results: list[ItemResult], repeats: list[tuple[int, int]]
+    ) -> list[_Item]:
         """Repeated ids are idempotent: the stored task, or the request's first occurrence."""
         given = [it.id for it in items if it.given_id]
         stored = {t.id: t for t in self.tasks.filter(id__in=given)} if given else {}
@@ -331,7 +328,11 @@ class EnqueueOps(BrokerBase):
         self.wake_after_commit(due)
         if self.hooks.wants_events:
             for kind, state in (("enqueued", None), ("scheduled", State.SCHEDULED), ("canceled", State.CANCELED)):
-                chosen = [t for t in tasks if (t.state == state if state else t.state not in (State.SCHEDULED, State.CANCELED))]
+                chosen = [
+                    t
+                    for t in tasks
+                    if (t.state == state if state else t.state not in (State.SCHEDULED, State.CANCELED))
+                ]
                 self.emit(kind, chosen, now)
 
 

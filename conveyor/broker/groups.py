@@ -20,14 +20,24 @@ class GroupOps(BrokerBase):
         return GroupConfig.objects.db_manager(self.db)
 
     def set_group_config(
-        self, queue: str, group: str = "", *, max_size: int | None = None, max_delay: float | None = None, grace: float | None = None
+        self,
+        queue: str,
+        group: str = "",
+        *,
+        max_size: int | None = None,
+        max_delay: float | None = None,
+        grace: float | None = None,
     ) -> GroupSettings:
         """Set thresholds for (queue, group); group "" sets the queue default."""
         check_queue_name(queue)
         group = check_text(group, "group", 200) or ""
         fields = {
-            "max_size": check_int(max_size, "max_size", 1, 100_000) if max_size is not None else conveyor_settings.GROUP_MAX_SIZE,
-            "max_delay": check_seconds(max_delay, "max_delay") if max_delay is not None else conveyor_settings.GROUP_MAX_DELAY,
+            "max_size": check_int(max_size, "max_size", 1, 100_000)
+            if max_size is not None
+            else conveyor_settings.GROUP_MAX_SIZE,
+            "max_delay": check_seconds(max_delay, "max_delay")
+            if max_delay is not None
+            else conveyor_settings.GROUP_MAX_DELAY,
             "grace": check_seconds(grace, "grace") if grace is not None else conveyor_settings.GROUP_GRACE,
         }
         self.group_configs_table.update_or_create(queue=queue, group=group, defaults=fields)

@@ -37,7 +37,8 @@ NOT_FOR_DISPATCH = (
 TOKEN_EPSILON = 1e-9
 RANDOM_WINDOW = 10
 LEASED_COLUMNS = tuple(Task._meta.get_field(name).column for name in LEASED_FIELDS)
-_ONE_STATEMENT: dict[tuple[str, str, int], tuple[str, list[Any]]] = {}
+_ONE_STATEMENT: dict[tuple[str, str], tuple[str, list[Any]]] = {}
+_SENTINEL_LIMIT = 987654321
 # The ordering policy last seen per (database, queue): the one-statement
 # lease is compiled for a policy and checks it inside the statement.
 _POLICY_SEEN: dict[tuple[str, str], str] = {}
@@ -80,7 +81,7 @@ class LeaseOps(BrokerBase):
         for _ in range(2):
             policy = _POLICY_SEEN.get((self.db, queue), "fifo")
             order, _index = ORDERS[policy]
-            sql, slots = self._one_statement_sql(policy, n)
+            sql, slots = self._one_statement_sql(policy)
             expires = now + timedelta(seconds=conveyor_settings.LEASE_TTL)
             values = {
                 "now": now,
@@ -89,6 +90,7 @@ class LeaseOps(BrokerBase):
                 "expires": expires,
                 "holder": holder,
                 "policy": policy,
+                "n": n,
             }
             params = [values[slot] if isinstance(slot, str) else slot[0] for slot in slots]
             with connections[self.db].cursor() as cursor:
@@ -138,14 +140,15 @@ class LeaseOps(BrokerBase):
             batch.next_due_at = self._next_due(queue, now)
         return batch
 
-    def _one_statement_sql(self, policy: str, n: int) -> tuple[str, list[Any]]:
-        """The lease statement for (policy, n), compiled once per database.
+    def _one_statement_sql(self, policy: str) -> tuple[str, list[Any]]:
+        """The lease statement for a policy, compiled once per database.
 
         Compiling the ORM query costs more than running it; it is compiled
         once with sentinel values, whose positions say where each call's
-        values go (the rest of the parameters are constants).
+        values go (the rest of the parameters are constants). The LIMIT
+        becomes a parameter too, so every batch size shares one statement.
         """
-        key = (self.db, policy, n)
+        key = (self.db, policy)
         cached = _ONE_STATEMENT.get(key)
         if cached is not None:
             return cached
@@ -155,14 +158,20 @@ class LeaseOps(BrokerBase):
             .filter(queue=_SENTINEL_QUEUE)
             .order_by(*order)
             .select_for_update(skip_locked=True)
-            .values("id")[:n]
+            .values("id")[:_SENTINEL_LIMIT]
         )
         # Django refuses to compile FOR UPDATE outside a transaction; an
         # atomic block that runs no statement sends nothing to the server.
         with self.atomic():
             pick_sql, pick_params = pick.query.get_compiler(using=self.db).as_sql()
+        limit = f"LIMIT {_SENTINEL_LIMIT}"
+        head, _, tail = pick_sql.partition(limit)
+        if not tail or limit in tail or "%s" in tail:
+            raise RuntimeError(f"unexpected lease query shape: {pick_sql}")
+        pick_sql = f"{head}LIMIT %s{tail}"
         slots: list[Any] = ["queue"]
         slots += ["now" if p == _SENTINEL_TIME else "queue" if p == _SENTINEL_QUEUE else (p,) for p in pick_params]
+        slots.append("n")
         qn = connections[self.db].ops.quote_name
         sql = (
             "WITH q AS (SELECT paused, rate, concurrency_limit, policy FROM conveyor_queue WHERE name = %s), "

@@ -119,7 +119,9 @@ class OutcomeOps(BrokerBase):
         # explicit transaction (two round trips fewer per batch of results).
         with contextlib.nullcontext() if self.is_postgres else self.atomic():
             if self.is_postgres:
-                won = [_Row(*values) for values in pg.complete(self.db, wanted, now, conveyor_settings.COMPLETED_RETENTION)]
+                won = [
+                    _Row(*values) for values in pg.complete(self.db, wanted, now, conveyor_settings.COMPLETED_RETENTION)
+                ]
                 for row in won:
                     row.state, row.finished_at = State.COMPLETED, now
             else:
@@ -150,7 +152,9 @@ class OutcomeOps(BrokerBase):
         self._complete_rows(won, wanted, now)
         return won
 
-    def _complete_rows(self, rows: list[_Row], wanted: dict[str, tuple[str | None, bytes | None]], now: datetime) -> None:
+    def _complete_rows(
+        self, rows: list[_Row], wanted: dict[str, tuple[str | None, bytes | None]], now: datetime
+    ) -> None:
         by_retention: dict[float, list[str]] = defaultdict(list)
         for row in rows:
             result = wanted[row.id][1]
@@ -262,7 +266,12 @@ class OutcomeOps(BrokerBase):
             if back:
                 # A released attempt did not count: it leaves no trace of a run.
                 self.tasks.filter(id__in=[r.id for r in back]).update(
-                    state=State.PENDING, due_at=now, updated_at=now, lease_expires_at=None, lease_holder="", started_at=None
+                    state=State.PENDING,
+                    due_at=now,
+                    updated_at=now,
+                    lease_expires_at=None,
+                    lease_holder="",
+                    started_at=None,
                 )
                 for r in back:
                     r.state, r.due_at = State.PENDING, now

@@ -25,9 +25,7 @@ _COLUMNS: list[tuple[str, str, str]] | None = None  # (column, attname, array ca
 def _columns(connection: Any) -> list[tuple[str, str, str]]:
     global _COLUMNS
     if _COLUMNS is None:
-        _COLUMNS = [
-            (f.column, f.attname, f"{f.db_type(connection)}[]") for f in Task._meta.concrete_fields
-        ]
+        _COLUMNS = [(f.column, f.attname, f"{f.db_type(connection)}[]") for f in Task._meta.concrete_fields]
     return _COLUMNS
 
 
@@ -122,7 +120,18 @@ def mark_leased(using: str, leases: dict[str, str], expires: datetime, holder: s
         )
 
 
-ACK_RETURNING = ("id", "queue", "type", "state", "lease_id", "retried", "last_error", "retention", "has_dependents", "concurrency_key")
+ACK_RETURNING = (
+    "id",
+    "queue",
+    "type",
+    "state",
+    "lease_id",
+    "retried",
+    "last_error",
+    "retention",
+    "has_dependents",
+    "concurrency_key",
+)
 
 
 def complete(

@@ -65,7 +65,9 @@ class RegistrationOps(BrokerBase):
         values = check_webhook(spec)
         now = self.now()
         values["updated_at"] = now
-        reg, _ = self.webhooks.update_or_create(name=spec.name, defaults=values, create_defaults={**values, "created_at": now})
+        reg, _ = self.webhooks.update_or_create(
+            name=spec.name, defaults=values, create_defaults={**values, "created_at": now}
+        )
         return reg
 
     def get_webhook(self, name: str) -> WebhookRegistration:

@@ -114,9 +114,17 @@ class SweepOps(BrokerBase):
             expired = Q(state__is=State.COMPLETED, purge_at__lte=now) | Q(
                 state__among=[State.ARCHIVED, State.CANCELED], finished_at__lte=cutoff
             )
-            ids = list(self.tasks.filter(expired).exclude(id__in=needed).values_list("id", flat=True)[: PASS_LIMIT * 10])
-            if ids:
-                self.tasks.filter(id__in=ids).delete()
+            ids = list(
+                self.tasks.filter(expired).exclude(id__in=needed).values_list("id", flat=True)[: PASS_LIMIT * 10]
+            )
+            for start in range(0, len(ids), PASS_LIMIT):
+                chunk = ids[start : start + PASS_LIMIT]
+                # Plain DELETEs: the ORM's cascading delete would first load
+                # every row (payloads included) into Python, which stalls the
+                # node's other threads on a busy queue. The edges are the only
+                # rows that point at a task.
+                self.edges.filter(task_id__in=chunk).delete()
+                self.tasks.filter(id__in=chunk)._raw_delete(self.db)
             self.tasks.filter(unique_key__isnull=False, unique_until__lte=now).update(unique_key=None)
         return SweepReport(len(ids))
 

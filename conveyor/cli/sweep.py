@@ -17,7 +17,9 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("sweep", help="run the scheduler, reaper and group sweeper outside a node")
     parser.add_argument("--once", action="store_true", help="one pass of each sweeper, then exit (ignores leadership)")
     parser.add_argument("--only", choices=sorted(SWEEPERS), action="append", help="run only this sweeper (repeatable)")
-    parser.add_argument("--json", action="store_true", dest="as_json", default=argparse.SUPPRESS, help="machine-readable output")
+    parser.add_argument(
+        "--json", action="store_true", dest="as_json", default=argparse.SUPPRESS, help="machine-readable output"
+    )
     parser.set_defaults(handler=sweep)
 
 
@@ -28,7 +30,10 @@ def sweep(args: Any, out: Any) -> None:
     if args.once:
         for sweeper in sweepers:
             report = sweeper.run_once()
-            out.emit({"sweeper": sweeper.name, **report}, f"{sweeper.name}: " + " ".join(f"{k}={v}" for k, v in report.items()))
+            out.emit(
+                {"sweeper": sweeper.name, **report},
+                f"{sweeper.name}: " + " ".join(f"{k}={v}" for k, v in report.items()),
+            )
         return
     run_forever(sweepers, out)
 

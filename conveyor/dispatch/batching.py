@@ -61,7 +61,9 @@ class AckBatcher:
                     if pause is None:
                         logger.exception("giving up acking %d tasks; their leases will expire and retry", len(batch))
                         return
-                    logger.warning("ack of %d tasks failed (attempt %d); retrying", len(batch), attempt + 1, exc_info=True)
+                    logger.warning(
+                        "ack of %d tasks failed (attempt %d); retrying", len(batch), attempt + 1, exc_info=True
+                    )
                     await asyncio.sleep(pause)
             self.committed += len(batch) - len(lost)
             if lost:

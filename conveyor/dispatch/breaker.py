@@ -37,7 +37,11 @@ class TypeBreaker:
             state.outcomes.clear()
         state.outcomes.append(ok)
         failures = state.outcomes.count(False)
-        if not state.open_until and len(state.outcomes) >= MIN_SAMPLES and failures / len(state.outcomes) >= FAILURE_RATIO:
+        if (
+            not state.open_until
+            and len(state.outcomes) >= MIN_SAMPLES
+            and failures / len(state.outcomes) >= FAILURE_RATIO
+        ):
             state.open_until = now + OPEN_FOR
 
     def is_open(self, task_type: str, now: float) -> bool:

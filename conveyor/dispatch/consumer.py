@@ -187,13 +187,25 @@ class WorkerConsumer(AsyncWebsocketConsumer):
         node = self.node
         assert node is not None
         if hello["protocol"] != p.PROTOCOL_VERSION:
-            await self._refuse(p.CLOSE_VERSION, "version", f"protocol {hello['protocol']} is not supported (this server speaks {p.PROTOCOL_VERSION})")
+            await self._refuse(
+                p.CLOSE_VERSION,
+                "version",
+                f"protocol {hello['protocol']} is not supported (this server speaks {p.PROTOCOL_VERSION})",
+            )
             return
         if hello["min_server_version"] and p.version_tuple(__version__) < p.version_tuple(hello["min_server_version"]):
-            await self._refuse(p.CLOSE_VERSION, "version", f"server {__version__} is older than the worker's minimum {hello['min_server_version']}")
+            await self._refuse(
+                p.CLOSE_VERSION,
+                "version",
+                f"server {__version__} is older than the worker's minimum {hello['min_server_version']}",
+            )
             return
         if hello["sdk_version"] and p.version_tuple(hello["sdk_version"]) < p.version_tuple(MIN_SDK_VERSION):
-            await self._refuse(p.CLOSE_VERSION, "version", f"SDK {hello['sdk_version']} is older than the server's minimum {MIN_SDK_VERSION}")
+            await self._refuse(
+                p.CLOSE_VERSION,
+                "version",
+                f"SDK {hello['sdk_version']} is older than the server's minimum {MIN_SDK_VERSION}",
+            )
             return
         session_id = new_ulid(datetime.now(UTC))
         ttl = conveyor_settings.LEASE_TTL

@@ -156,7 +156,9 @@ class Gateway:
 
     # -- outcomes --------------------------------------------------------------------
 
-    def settle(self, task_id: str, outcome: str, error: str = "", result: Any = None, lease_id: str | None = None) -> bool:
+    def settle(
+        self, task_id: str, outcome: str, error: str = "", result: Any = None, lease_id: str | None = None
+    ) -> bool:
         """Apply a worker's outcome for one task; False if it is not ours (anymore).
 
         A result naming a lease other than the one in flight is stale (from
@@ -175,7 +177,11 @@ class Gateway:
             node.spawn(self._apply(node.broker.release_many, [(task.id, task.lease_id or "")]))
         else:
             error = error or "task failed"
-            node.spawn(self._apply(node.broker.settle_failure, task.id, task.lease_id or "", error, skip_retry=outcome == p.SKIP_RETRY))
+            node.spawn(
+                self._apply(
+                    node.broker.settle_failure, task.id, task.lease_id or "", error, skip_retry=outcome == p.SKIP_RETRY
+                )
+            )
         now = time.monotonic()
         self.breaker.record(task.type, outcome in (p.SUCCESS, p.RELEASED), now)
         metrics.PROCESS_DURATION.labels(record.queue, task.type).observe(now - record.since)

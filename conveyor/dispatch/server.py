@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import socket
@@ -68,6 +69,12 @@ def serve(host: str, port: int, *, dev: bool, ready: Callable[[str], None] | Non
             return
         node.port = server.ports[0].getHost().port
         await node.start()
+        # Everything loaded so far (Django, the app, the services) lives as
+        # long as the process: move it out of the collector's sight, so a
+        # full collection no longer walks it (a ~70 ms pause on every
+        # gen-2 pass otherwise, visible as a latency spike).
+        gc.collect()
+        gc.freeze()
         url = f"http://{host}:{node.port}"
         if ready is not None:
             ready(url)

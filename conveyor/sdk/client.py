@@ -173,13 +173,21 @@ def _check(response: httpx.Response) -> Any:
     return body
 
 
-ERROR_STATUS = {"invalid_argument": 400, "not_found": 404, "already_exists": 409, "failed_precondition": 409, "lease_lost": 409}
+ERROR_STATUS = {
+    "invalid_argument": 400,
+    "not_found": 404,
+    "already_exists": 409,
+    "failed_precondition": 409,
+    "lease_lost": 409,
+}
 
 
 def _batch_items(body: dict[str, Any]) -> list[BatchItem]:
     items = []
     for item in body["results"]:
-        error = api_error(ERROR_STATUS.get(item["error"].get("error"), 400), item["error"]) if item.get("error") else None
+        error = (
+            api_error(ERROR_STATUS.get(item["error"].get("error"), 400), item["error"]) if item.get("error") else None
+        )
         task = TaskInfo.from_json(item["task"]) if item.get("task") else None
         items.append(BatchItem(item["index"], task, error, bool(item.get("created"))))
     return items

@@ -34,6 +34,10 @@ class Task:
         self.metadata: dict[str, str] = frame.get("metadata") or {}
         deadline = frame.get("deadline")
         self.deadline: datetime | None = datetime.fromisoformat(deadline.replace("Z", "+00:00")) if deadline else None
+        enqueued = frame.get("enqueued_at")
+        self.enqueued_at: datetime | None = (
+            datetime.fromisoformat(enqueued.replace("Z", "+00:00")) if enqueued else None
+        )
         self._worker = worker
         self._cancel = threading.Event()
         self.cancel_reason = ""

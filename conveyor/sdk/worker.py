@@ -236,7 +236,15 @@ class AsyncWorker:
         if kind == p.DISPATCH:
             self._start([Task(frame, frame["queue"], frame["lease_id"], self)], None)
         elif kind == p.BATCH_DISPATCH:
-            tasks = [Task({**t, "task_type": t.get("task_type") or frame["task_type"]}, frame["queue"], frame["lease_id"], self) for t in frame["tasks"]]
+            tasks = [
+                Task(
+                    {**t, "task_type": t.get("task_type") or frame["task_type"]},
+                    frame["queue"],
+                    frame["lease_id"],
+                    self,
+                )
+                for t in frame["tasks"]
+            ]
             self._start(tasks, frame["lease_id"])
         elif kind == p.CANCEL:
             self._cancel(frame.get("task_id", ""), frame.get("reason") or "canceled", frame.get("lease_id"))
@@ -365,7 +373,12 @@ class AsyncWorker:
         self.completed += len(outcomes)
         if running.batch_lease is None:
             task_id, outcome, error, result = outcomes[0]
-            frame: dict[str, Any] = {"type": p.RESULT, "task_id": task_id, "lease_id": running.tasks[0].lease_id, "outcome": outcome}
+            frame: dict[str, Any] = {
+                "type": p.RESULT,
+                "task_id": task_id,
+                "lease_id": running.tasks[0].lease_id,
+                "outcome": outcome,
+            }
             if error:
                 frame["error"] = error
             if result is not None:
@@ -440,7 +453,9 @@ class AsyncWorker:
             while self._running and loop.time() < deadline:
                 futures = {r.future for r in self._running.values() if r.future is not None}
                 recv = recv or asyncio.ensure_future(ws.recv())
-                await asyncio.wait({*futures, recv}, timeout=deadline - loop.time(), return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(
+                    {*futures, recv}, timeout=deadline - loop.time(), return_when=asyncio.FIRST_COMPLETED
+                )
                 if recv.done():
                     try:
                         message = recv.result()

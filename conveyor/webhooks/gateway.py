@@ -193,14 +193,18 @@ class WebhookGateway(Gateway):
         extensions = {"sni_hostname": target.sni_hostname} if target.sni_hostname else {}
         for index, url in enumerate(target.urls):
             try:
-                response = await self.client.post(url, content=body, headers=headers, timeout=timeout, extensions=extensions)
+                response = await self.client.post(
+                    url, content=body, headers=headers, timeout=timeout, extensions=extensions
+                )
                 break
             except httpx.ConnectError:
                 # Try the host's next approved address (e.g. ::1 refused, 127.0.0.1 listening).
                 if index == len(target.urls) - 1:
                     raise
         if response.status_code != 200:
-            raise TransportFailure(f"HTTP {response.status_code}" + (" (redirects are not followed)" if response.is_redirect else ""))
+            raise TransportFailure(
+                f"HTTP {response.status_code}" + (" (redirects are not followed)" if response.is_redirect else "")
+            )
         try:
             return response.json()
         except ValueError:
@@ -355,7 +359,11 @@ class WebhookGateway(Gateway):
                 logger.warning("webhook %s: lease upkeep failed", self.name, exc_info=True)
 
     async def _reclaim_async(self) -> None:
-        parked = {tid: self.inflight[tid].task.lease_id for tid, d in self.deliveries.items() if d.asynchronous and tid in self.inflight}
+        parked = {
+            tid: self.inflight[tid].task.lease_id
+            for tid, d in self.deliveries.items()
+            if d.asynchronous and tid in self.inflight
+        }
         if not parked:
             return
         # An accepted task past its deadline is stopped here: the endpoint
@@ -369,7 +377,9 @@ class WebhookGateway(Gateway):
                 del parked[task_id]
 
         def alive() -> set[str]:
-            rows = self.node.broker.tasks.filter(id__in=list(parked), state__is=State.ACTIVE).values_list("id", "lease_id")
+            rows = self.node.broker.tasks.filter(id__in=list(parked), state__is=State.ACTIVE).values_list(
+                "id", "lease_id"
+            )
             return {tid for tid, lid in rows if parked.get(tid) == lid}
 
         live = await self.node.db.run(alive)

@@ -59,9 +59,7 @@ class Target:
         return (self.url, *self.alternates)
 
 
-async def approve(
-    url: str, *, allow_private: bool, allow_http: bool, resolver: Resolver = system_resolver
-) -> Target:
+async def approve(url: str, *, allow_private: bool, allow_http: bool, resolver: Resolver = system_resolver) -> Target:
     """Resolve and check *url*; return the pinned target or raise TargetRefused."""
     try:
         parts = urlsplit(url)
@@ -86,7 +84,10 @@ async def approve(
         for address in addresses:
             problem = address_problem(address)
             if problem is not None:
-                raise TargetRefused(f"{host} resolves to {address}, a {problem} address (private targets are not allowed)")
+                raise TargetRefused(
+                    f"{host} resolves to {address}, a {problem} address (private targets are not allowed)"
+                )
+
     def pinned(address: str) -> str:
         netloc_host = f"[{address}]" if ":" in address else address
         netloc = f"{netloc_host}:{explicit_port}" if explicit_port else netloc_host

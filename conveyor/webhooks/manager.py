@@ -34,7 +34,14 @@ STATUS_EVERY = 2.0
 
 
 def fingerprint(reg: WebhookRegistration) -> tuple[Any, ...]:
-    return (reg.url, sorted(reg.queues.items()), reg.concurrency, tuple(reg.secrets or ()), tuple(reg.batch_types or ()), reg.request_timeout)
+    return (
+        reg.url,
+        sorted(reg.queues.items()),
+        reg.concurrency,
+        tuple(reg.secrets or ()),
+        tuple(reg.batch_types or ()),
+        reg.request_timeout,
+    )
 
 
 class WebhookManager:
@@ -46,7 +53,11 @@ class WebhookManager:
         # Locks live on one connection: a thread of our own on PostgreSQL,
         # the node's single database thread on SQLite.
         self._shared_pool = single_writer()
-        self._pool = node.db.pool if self._shared_pool else ThreadPoolExecutor(max_workers=1, thread_name_prefix="conveyor-webhook-locks")
+        self._pool = (
+            node.db.pool
+            if self._shared_pool
+            else ThreadPoolExecutor(max_workers=1, thread_name_prefix="conveyor-webhook-locks")
+        )
         self._task: asyncio.Task[None] | None = None
         self._kick = asyncio.Event()
         self._stopping = False

@@ -59,7 +59,9 @@ def test_admin_action_goes_through_the_broker(staff: Client) -> None:
 def test_admin_action_reports_refusals(staff: Client) -> None:
     task = get_broker().enqueue(TaskSpec(type="t"))
     get_broker().cancel_task(task.id)
-    response = staff.post("/admin/conveyor/task/", {"action": "cancel_selected", "_selected_action": [task.id]}, follow=True)
+    response = staff.post(
+        "/admin/conveyor/task/", {"action": "cancel_selected", "_selected_action": [task.id]}, follow=True
+    )
     assert "cannot cancel task" in response.content.decode()
     assert Task.objects.get(id=task.id).state == "canceled"
 
@@ -67,7 +69,9 @@ def test_admin_action_reports_refusals(staff: Client) -> None:
 def test_webhook_secrets_are_not_shown(staff: Client) -> None:
     from conveyor.broker.types import WebhookSpec
 
-    get_broker().upsert_webhook(WebhookSpec(name="hooks", url="https://example.com/x", queues={"default": 1}, secrets=["very-secret"]))
+    get_broker().upsert_webhook(
+        WebhookSpec(name="hooks", url="https://example.com/x", queues={"default": 1}, secrets=["very-secret"])
+    )
     page = staff.get("/admin/conveyor/webhookregistration/hooks/change/")
     assert page.status_code == 200
     assert "very-secret" not in page.content.decode()

@@ -68,7 +68,11 @@ def test_bad_queue_requests_are_400_and_change_nothing(api, method, path, body, 
 
 
 def test_rate_and_concurrency_limits_set_list_and_delete(api, broker):
-    assert ok(api.put("/api/v1/queues/mail/rate-limit", {"rate": 2.5, "burst": 5})) == {"queue": "mail", "rate": 2.5, "burst": 5}
+    assert ok(api.put("/api/v1/queues/mail/rate-limit", {"rate": 2.5, "burst": 5})) == {
+        "queue": "mail",
+        "rate": 2.5,
+        "burst": 5,
+    }
     assert ok(api.put("/api/v1/queues/push/rate-limit", {"rate": 1})) == {"queue": "push", "rate": 1.0, "burst": 1}
     assert ok(api.put("/api/v1/queues/mail/concurrency-limit", {"limit": 4})) == {"queue": "mail", "limit": 4}
     limits = ok(api.get("/api/v1/limits"))
@@ -79,7 +83,10 @@ def test_rate_and_concurrency_limits_set_list_and_delete(api, broker):
     assert api.delete("/api/v1/queues/mail/rate-limit").status_code == 204
     assert api.delete("/api/v1/queues/mail/concurrency-limit").status_code == 204
     assert api.delete("/api/v1/queues/never-limited/rate-limit").status_code == 204  # absent is fine
-    assert ok(api.get("/api/v1/limits")) == {"rate_limits": [{"queue": "push", "rate": 1.0, "burst": 1}], "concurrency_limits": []}
+    assert ok(api.get("/api/v1/limits")) == {
+        "rate_limits": [{"queue": "push", "rate": 1.0, "burst": 1}],
+        "concurrency_limits": [],
+    }
 
 
 @pytest.mark.parametrize(
@@ -110,7 +117,9 @@ def test_bad_limits_are_400_naming_the_field_and_change_nothing(api, broker, met
 
 
 def test_group_configs_set_list_and_delete(api, broker):
-    body = ok(api.put("/api/v1/groups", {"queue": "digest", "group": "daily", "max_size": 10, "max_delay": "5m", "grace": 2}))
+    body = ok(
+        api.put("/api/v1/groups", {"queue": "digest", "group": "daily", "max_size": 10, "max_delay": "5m", "grace": 2})
+    )
     assert body == {"queue": "digest", "group": "daily", "max_size": 10, "max_delay": 300.0, "grace": 2.0}
     ok(api.put("/api/v1/groups", {"queue": "digest"}))  # the queue-wide default
     enqueue(broker, queue="digest", group="daily")
@@ -151,7 +160,13 @@ def test_bad_group_configs_are_400_and_change_nothing(api, broker, method, path,
 def test_cron_create_read_list_replace_pause_resume_delete(api):
     made = ok(api.post("/api/v1/cron", {"id": "nightly", "spec": "0 3 * * *", "task_type": "report", "queue": "ops",
                                         "json": {"full": True}, "options": {"priority": 8, "timeout": "10m"}}))  # fmt: skip
-    assert (made["id"], made["spec"], made["task_type"], made["queue"], made["json"]) == ("nightly", "0 3 * * *", "report", "ops", {"full": True})
+    assert (made["id"], made["spec"], made["task_type"], made["queue"], made["json"]) == (
+        "nightly",
+        "0 3 * * *",
+        "report",
+        "ops",
+        {"full": True},
+    )
     assert made["options"] == {"priority": 8, "timeout": 600.0}
     assert made["paused"] is False
     assert datetime.fromisoformat(made["next_run_at"]).hour == 3
@@ -168,11 +183,19 @@ def test_cron_create_read_list_replace_pause_resume_delete(api):
 
 
 def test_cron_paused_must_be_a_boolean_not_a_truthy_string(api):
-    refused(api.post("/api/v1/cron", {"id": "c", "spec": "@daily", "task_type": "t", "paused": "false"}), 400, "invalid_argument", "paused")
+    refused(
+        api.post("/api/v1/cron", {"id": "c", "spec": "@daily", "task_type": "t", "paused": "false"}),
+        400,
+        "invalid_argument",
+        "paused",
+    )
     assert CronEntry.objects.count() == 0
 
 
-@pytest.mark.parametrize("method,path", [("get", "/api/v1/cron/nope"), ("post", "/api/v1/cron/nope/pause"), ("post", "/api/v1/cron/nope/resume")])
+@pytest.mark.parametrize(
+    "method,path",
+    [("get", "/api/v1/cron/nope"), ("post", "/api/v1/cron/nope/pause"), ("post", "/api/v1/cron/nope/resume")],
+)
 def test_unknown_cron_entry_is_404(api, method, path):
     refused(getattr(api, method)(path), 404, "not_found")
 
@@ -183,9 +206,19 @@ def test_unknown_cron_entry_is_404(api, method, path):
         ("post", "/api/v1/cron", {"id": "c", "spec": "every day", "task_type": "t"}, "spec"),
         ("post", "/api/v1/cron", {"id": "c", "spec": "@daily"}, "task_type"),
         ("post", "/api/v1/cron", {"spec": "@daily", "task_type": "t"}, "id"),
-        ("post", "/api/v1/cron", {"id": "c", "spec": "@daily", "task_type": "t", "timezone": "Mars/Olympus"}, "timezone"),
+        (
+            "post",
+            "/api/v1/cron",
+            {"id": "c", "spec": "@daily", "task_type": "t", "timezone": "Mars/Olympus"},
+            "timezone",
+        ),
         ("post", "/api/v1/cron", {"id": "c", "spec": "@daily", "task_type": "t", "options": [1]}, "options"),
-        ("post", "/api/v1/cron", {"id": "c", "spec": "@daily", "task_type": "t", "options": {"colour": 1}}, "options.colour"),
+        (
+            "post",
+            "/api/v1/cron",
+            {"id": "c", "spec": "@daily", "task_type": "t", "options": {"colour": 1}},
+            "options.colour",
+        ),
         ("post", "/api/v1/cron", {"id": "c", "spec": "@daily", "task_type": "t", "queue": "-q"}, "queue"),
         ("post", "/api/v1/cron", {"id": "c", "spec": "@daily", "task_type": "t", "every": "day"}, "every"),
         ("put", "/api/v1/cron/c", {"id": "other", "spec": "@daily", "task_type": "t"}, "id"),
@@ -204,19 +237,39 @@ def test_bad_cron_requests_are_400_and_change_nothing(api, method, path, body, f
 
 
 def register(api, name="hooks", **fields):
-    body = {"name": name, "url": "https://hooks.example.com/tasks", "queues": {"email": 2}, "secrets": [SECRET, OLD_SECRET], **fields}
+    body = {
+        "name": name,
+        "url": "https://hooks.example.com/tasks",
+        "queues": {"email": 2},
+        "secrets": [SECRET, OLD_SECRET],
+        **fields,
+    }
     return ok(api.post("/api/v1/webhooks", body))
 
 
 def test_webhook_create_read_list_replace_pause_resume_delete(api):
     made = register(api, concurrency=4, batch_types=["digest"], request_timeout="20s")
     assert made["name"] == "hooks"
-    assert (made["queues"], made["concurrency"], made["batch_types"], made["request_timeout"]) == ({"email": 2}, 4, ["digest"], 20.0)
+    assert (made["queues"], made["concurrency"], made["batch_types"], made["request_timeout"]) == (
+        {"email": 2},
+        4,
+        ["digest"],
+        20.0,
+    )
     assert made["secret_count"] == 2
     assert ok(api.get("/api/v1/webhooks/hooks")) == made
     assert [w["name"] for w in ok(api.get("/api/v1/webhooks"))["webhooks"]] == ["hooks"]
-    replaced = ok(api.put("/api/v1/webhooks/hooks", {"url": "http://other.example.com/", "queues": {"sms": 1}, "secret": "new-one"}))
-    assert (replaced["url"], replaced["queues"], replaced["concurrency"], replaced["secret_count"]) == ("http://other.example.com/", {"sms": 1}, 10, 1)
+    replaced = ok(
+        api.put(
+            "/api/v1/webhooks/hooks", {"url": "http://other.example.com/", "queues": {"sms": 1}, "secret": "new-one"}
+        )
+    )
+    assert (replaced["url"], replaced["queues"], replaced["concurrency"], replaced["secret_count"]) == (
+        "http://other.example.com/",
+        {"sms": 1},
+        10,
+        1,
+    )
     assert WebhookRegistration.objects.get(name="hooks").secrets == ["new-one"]
     assert ok(api.post("/api/v1/webhooks/hooks/pause"))["paused"] is True
     assert ok(api.post("/api/v1/webhooks/hooks/resume"))["paused"] is False
@@ -233,9 +286,20 @@ def test_webhook_secrets_never_appear_in_any_rest_output(api):
     assert outputs[-1]["status"]["breaker"] == "open"
     outputs.append(ok(api.get("/api/v1/webhooks")))
     outputs.append(ok(api.post("/api/v1/webhooks/hooks/pause")))
-    outputs.append(ok(api.put("/api/v1/webhooks/hooks", {"url": "https://x.example.com/", "queues": {"q": 1}, "secrets": [SECRET]})))
+    outputs.append(
+        ok(
+            api.put(
+                "/api/v1/webhooks/hooks", {"url": "https://x.example.com/", "queues": {"q": 1}, "secrets": [SECRET]}
+            )
+        )
+    )
     # Refusals must not echo a secret back either.
-    too_many = {"name": "h2", "url": "https://x.example.com/", "queues": {"q": 1}, "secrets": [SECRET, OLD_SECRET, "third"]}
+    too_many = {
+        "name": "h2",
+        "url": "https://x.example.com/",
+        "queues": {"q": 1},
+        "secrets": [SECRET, OLD_SECRET, "third"],
+    }
     outputs.append(refused(api.post("/api/v1/webhooks", too_many), 400, "invalid_argument", "secrets"))
     too_long = {"name": "h2", "url": "https://x.example.com/", "queues": {"q": 1}, "secrets": [SECRET * 20]}
     outputs.append(refused(api.post("/api/v1/webhooks", too_long), 400, "invalid_argument", "secrets[0]"))
@@ -251,7 +315,14 @@ def test_webhook_secret_and_secrets_together_are_refused(api):
     assert WebhookRegistration.objects.count() == 0
 
 
-@pytest.mark.parametrize("method,path", [("get", "/api/v1/webhooks/nope"), ("post", "/api/v1/webhooks/nope/pause"), ("post", "/api/v1/webhooks/nope/resume")])
+@pytest.mark.parametrize(
+    "method,path",
+    [
+        ("get", "/api/v1/webhooks/nope"),
+        ("post", "/api/v1/webhooks/nope/pause"),
+        ("post", "/api/v1/webhooks/nope/resume"),
+    ],
+)
 def test_unknown_webhook_is_404(api, method, path):
     refused(getattr(api, method)(path), 404, "not_found")
 
@@ -285,7 +356,12 @@ def test_bad_webhook_registrations_are_400_and_change_nothing(api, fields, field
 def test_webhook_put_with_another_name_in_the_body_is_refused(api):
     register(api)
     before = state_of_everything()
-    refused(api.put("/api/v1/webhooks/hooks", {"name": "other", "url": "https://x.example.com/", "queues": {"q": 1}}), 400, "invalid_argument", "name")
+    refused(
+        api.put("/api/v1/webhooks/hooks", {"name": "other", "url": "https://x.example.com/", "queues": {"q": 1}}),
+        400,
+        "invalid_argument",
+        "name",
+    )
     refused(api.post("/api/v1/webhooks/hooks/stop"), 400, "invalid_argument", "action")
     refused(api.delete("/api/v1/webhooks/" + "w" * 101), 400, "invalid_argument", "name")
     assert state_of_everything() == before
@@ -297,9 +373,20 @@ def test_webhook_put_with_another_name_in_the_body_is_refused(api):
 def test_workers_and_cluster_show_nodes_and_their_sessions(api):
     now = datetime.now(UTC)
     cluster.register_node("node-a", "10.0.0.1", 8080, 42, "0.1.0", now)
-    cluster.add_session("node-a", "sess-1", now, queues={"email": 1}, concurrency=8, labels={"zone": "a"}, sdk_version="0.1.0", remote="10.0.0.9")
+    cluster.add_session(
+        "node-a",
+        "sess-1",
+        now,
+        queues={"email": 1},
+        concurrency=8,
+        labels={"zone": "a"},
+        sdk_version="0.1.0",
+        remote="10.0.0.9",
+    )
     workers = ok(api.get("/api/v1/workers"))["workers"]
-    assert [(w["id"], w["node"], w["queues"], w["concurrency"], w["labels"]) for w in workers] == [("sess-1", "node-a", {"email": 1}, 8, {"zone": "a"})]
+    assert [(w["id"], w["node"], w["queues"], w["concurrency"], w["labels"]) for w in workers] == [
+        ("sess-1", "node-a", {"email": 1}, 8, {"zone": "a"})
+    ]
     nodes = ok(api.get("/api/v1/cluster"))["nodes"]
     assert [(n["id"], n["host"], n["port"], n["pid"]) for n in nodes] == [("node-a", "10.0.0.1", 8080, 42)]
     assert [s["id"] for s in nodes[0]["sessions"]] == ["sess-1"]

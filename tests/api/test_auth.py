@@ -213,7 +213,9 @@ def test_events_websocket_without_a_valid_token_says_why_and_closes_4401(tokens,
 
 def test_events_websocket_with_a_token_stays_open(tokens):
     async def check() -> bool:
-        communicator = WebsocketCommunicator(application, "/ws/events", headers=[(b"authorization", f"Bearer {TOKEN}".encode())])
+        communicator = WebsocketCommunicator(
+            application, "/ws/events", headers=[(b"authorization", f"Bearer {TOKEN}".encode())]
+        )
         connected, _ = await communicator.connect()
         silent = await communicator.receive_nothing(timeout=0.3)
         await communicator.disconnect()
@@ -266,6 +268,8 @@ def test_read_only_still_accepts_connect_enqueues(read_only, method):
     assert Task.objects.count() == 1
 
 
-@pytest.mark.parametrize("method", ["ListQueues", "ListTasks", "GetTask", "BrokerInfo", "ListCronEntries", "ListWebhookWorkers"])
+@pytest.mark.parametrize(
+    "method", ["ListQueues", "ListTasks", "GetTask", "BrokerInfo", "ListCronEntries", "ListWebhookWorkers"]
+)
 def test_read_only_serves_connect_reads(setup, read_only, method):
     ok(Api().connect("AdminService", method, {"id": "t1"} if method == "GetTask" else {}))

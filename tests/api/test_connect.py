@@ -45,7 +45,12 @@ def test_every_implemented_method_is_exercised_here():
 def test_the_seed_quick_start_body_is_accepted_verbatim(api):
     response = api.call("POST", "/conveyor.v1.TaskService/Enqueue", raw=SEED_BODY)
     task = ok(response)["task"]
-    assert (task["queue"], task["type"], task["contentType"], task["state"]) == ("email", "email:send", "application/json", "TASK_STATE_PENDING")
+    assert (task["queue"], task["type"], task["contentType"], task["state"]) == (
+        "email",
+        "email:send",
+        "application/json",
+        "TASK_STATE_PENDING",
+    )
     assert task["json"] == {"to": "a@b.c"}
     assert bytes(Task.objects.get(id=task["id"]).payload) == b'{"to":"a@b.c"}'
 
@@ -55,7 +60,12 @@ def test_enqueue_reads_camel_case_durations_and_enum_names(api):
                                                 "retryPolicy": {"kind": "RETRY_POLICY_LINEAR", "base": "1s"}, "uniqueKey": "u"})  # fmt: skip
     task = body["task"]
     assert body["created"] is True
-    assert (task["state"], task["timeout"], task["maxRetry"], task["uniqueKey"]) == ("TASK_STATE_SCHEDULED", "1.5s", 3, "u")
+    assert (task["state"], task["timeout"], task["maxRetry"], task["uniqueKey"]) == (
+        "TASK_STATE_SCHEDULED",
+        "1.5s",
+        3,
+        "u",
+    )
     due = datetime.fromisoformat(task["dueAt"]) - datetime.fromisoformat(task["enqueuedAt"])
     assert due == timedelta(seconds=30)
     stored = Task.objects.get(id="t1")
@@ -66,7 +76,12 @@ def test_enqueue_reads_camel_case_durations_and_enum_names(api):
 
 def test_enqueue_dependencies_take_the_on_failure_enum(api, broker):
     parent = enqueue(broker, id="parent")
-    task = call(api, "TaskService", "Enqueue", {"type": "child", "dependsOn": [{"taskId": parent.id, "onFailure": "ON_FAILURE_CASCADE_CANCEL"}]})["task"]
+    task = call(
+        api,
+        "TaskService",
+        "Enqueue",
+        {"type": "child", "dependsOn": [{"taskId": parent.id, "onFailure": "ON_FAILURE_CASCADE_CANCEL"}]},
+    )["task"]
     assert task["state"] == "TASK_STATE_BLOCKED"
 
 
@@ -84,11 +99,23 @@ def test_enqueue_batch_answers_per_item_with_the_request_index(api, broker):
 
 
 def test_enqueue_tx_is_all_or_nothing_and_names_the_item(api):
-    assert [t["type"] for t in call(api, "TaskService", "EnqueueTx", {"tasks": [{"type": "a"}, {"type": "b"}]})["tasks"]] == ["a", "b"]
+    assert [
+        t["type"] for t in call(api, "TaskService", "EnqueueTx", {"tasks": [{"type": "a"}, {"type": "b"}]})["tasks"]
+    ] == ["a", "b"]
     before = state_of_everything()
-    body = connect_refused(api.connect("TaskService", "EnqueueTx", {"tasks": [{"type": "c"}, {"type": "d", "maxRetry": "x"}]}), 400, "invalid_argument")
+    body = connect_refused(
+        api.connect("TaskService", "EnqueueTx", {"tasks": [{"type": "c"}, {"type": "d", "maxRetry": "x"}]}),
+        400,
+        "invalid_argument",
+    )
     assert body["message"] == "item 1: maxRetry: must be an integer"
-    body = connect_refused(api.connect("TaskService", "EnqueueTx", {"tasks": [{"type": "c", "uniqueKey": "k"}, {"type": "d", "uniqueKey": "k"}]}), 409, "already_exists")
+    body = connect_refused(
+        api.connect(
+            "TaskService", "EnqueueTx", {"tasks": [{"type": "c", "uniqueKey": "k"}, {"type": "d", "uniqueKey": "k"}]}
+        ),
+        409,
+        "already_exists",
+    )
     assert body["message"].startswith("item 1: ")
     assert state_of_everything() == before
 
@@ -108,24 +135,35 @@ def test_queue_methods(api, broker):
     enqueue(broker, queue="mail")
     assert call(api, "AdminService", "PauseQueue", {"queue": "mail"}) == {}
     queues = call(api, "AdminService", "ListQueues")["queues"]
-    assert [(q["name"], q["paused"], q["counts"]["TASK_STATE_PENDING"], q["total"]) for q in queues] == [("mail", True, 1, 1)]
+    assert [(q["name"], q["paused"], q["counts"]["TASK_STATE_PENDING"], q["total"]) for q in queues] == [
+        ("mail", True, 1, 1)
+    ]
     assert call(api, "AdminService", "ResumeQueue", {"name": "mail"}) == {}
     assert not Queue.objects.get(name="mail").paused
 
 
 def test_limit_methods(api):
-    assert call(api, "AdminService", "SetQueueRateLimit", {"queue": "q", "ratePerSec": 2, "burst": 3}) == {"limit": {"queue": "q", "ratePerSec": 2.0, "burst": 3}}
+    assert call(api, "AdminService", "SetQueueRateLimit", {"queue": "q", "ratePerSec": 2, "burst": 3}) == {
+        "limit": {"queue": "q", "ratePerSec": 2.0, "burst": 3}
+    }
     assert call(api, "AdminService", "ListRateLimits") == {"limits": [{"queue": "q", "ratePerSec": 2.0, "burst": 3}]}
     assert call(api, "AdminService", "DeleteQueueRateLimit", {"queue": "q"}) == {}
     assert call(api, "AdminService", "ListRateLimits") == {"limits": []}
-    assert call(api, "AdminService", "SetQueueConcurrencyLimit", {"queue": "q", "max": 2}) == {"limit": {"queue": "q", "max": 2}}
+    assert call(api, "AdminService", "SetQueueConcurrencyLimit", {"queue": "q", "max": 2}) == {
+        "limit": {"queue": "q", "max": 2}
+    }
     assert call(api, "AdminService", "ListConcurrencyLimits") == {"limits": [{"queue": "q", "max": 2}]}
     assert call(api, "AdminService", "DeleteQueueConcurrencyLimit", {"queue": "q"}) == {}
     assert call(api, "AdminService", "ListConcurrencyLimits") == {"limits": []}
 
 
 def test_group_config_methods_write_durations_as_strings(api):
-    config = call(api, "AdminService", "SetGroupConfig", {"queue": "q", "group": "g", "maxSize": 3, "maxDelay": "90s", "grace": "1.5s"})
+    config = call(
+        api,
+        "AdminService",
+        "SetGroupConfig",
+        {"queue": "q", "group": "g", "maxSize": 3, "maxDelay": "90s", "grace": "1.5s"},
+    )
     assert config == {"config": {"queue": "q", "group": "g", "maxSize": 3, "maxDelay": "90s", "grace": "1.5s"}}
     assert call(api, "AdminService", "ListGroupConfigs") == {"configs": [config["config"]]}
     assert call(api, "AdminService", "DeleteGroupConfig", {"queue": "q", "group": "g"}) == {}
@@ -135,7 +173,9 @@ def test_group_config_methods_write_durations_as_strings(api):
 def test_list_tasks_filters_by_state_enum_and_pages(api, broker):
     a, b = enqueue(broker), enqueue(broker)
     c = enqueue(broker, process_in=60)
-    assert [t["id"] for t in call(api, "AdminService", "ListTasks", {"state": "TASK_STATE_SCHEDULED"})["tasks"]] == [c.id]
+    assert [t["id"] for t in call(api, "AdminService", "ListTasks", {"state": "TASK_STATE_SCHEDULED"})["tasks"]] == [
+        c.id
+    ]
     first = call(api, "AdminService", "ListTasks", {"pageSize": 2})
     assert [t["id"] for t in first["tasks"]] == [c.id, b.id]
     second = call(api, "AdminService", "ListTasks", {"pageSize": "2", "pageToken": first["nextPageToken"]})
@@ -148,7 +188,10 @@ def test_single_task_actions(api, broker):
     task = enqueue(broker)
     assert call(api, "AdminService", "ArchiveTask", {"id": task.id})["task"]["state"] == "TASK_STATE_ARCHIVED"
     assert call(api, "AdminService", "RunTask", {"taskId": task.id})["task"]["state"] == "TASK_STATE_PENDING"
-    assert call(api, "AdminService", "RescheduleTask", {"id": task.id, "processIn": "1h"})["task"]["state"] == "TASK_STATE_SCHEDULED"
+    assert (
+        call(api, "AdminService", "RescheduleTask", {"id": task.id, "processIn": "1h"})["task"]["state"]
+        == "TASK_STATE_SCHEDULED"
+    )
     assert call(api, "AdminService", "CancelTask", {"id": task.id})["task"]["state"] == "TASK_STATE_CANCELED"
     connect_refused(api.connect("AdminService", "CancelTask", {"id": task.id}), 400, "failed_precondition")
     assert call(api, "AdminService", "DeleteTask", {"id": task.id}) == {}
@@ -160,17 +203,38 @@ def test_batch_task_actions_answer_per_id(api, broker):
     archived = call(api, "AdminService", "ArchiveTaskBatch", {"ids": [a.id, "nope"]})["results"]
     assert [(r["id"], r["ok"]) for r in archived] == [(a.id, True), ("nope", False)]
     assert archived[1]["error"] == {"code": "not_found", "message": "task nope not found"}
-    assert call(api, "AdminService", "RunTaskBatch", {"taskIds": [a.id]})["results"][0]["task"]["state"] == "TASK_STATE_PENDING"
-    moved = call(api, "AdminService", "RescheduleTaskBatch", {"ids": [a.id], "processAt": "2001-01-01T00:00:00Z"})["results"]
+    assert (
+        call(api, "AdminService", "RunTaskBatch", {"taskIds": [a.id]})["results"][0]["task"]["state"]
+        == "TASK_STATE_PENDING"
+    )
+    moved = call(api, "AdminService", "RescheduleTaskBatch", {"ids": [a.id], "processAt": "2001-01-01T00:00:00Z"})[
+        "results"
+    ]
     assert moved[0]["task"]["state"] == "TASK_STATE_PENDING"
-    assert call(api, "AdminService", "CancelTaskBatch", {"ids": [b.id]})["results"][0]["task"]["state"] == "TASK_STATE_CANCELED"
-    assert [r["ok"] for r in call(api, "AdminService", "DeleteTaskBatch", {"ids": [a.id, b.id]})["results"]] == [True, True]
+    assert (
+        call(api, "AdminService", "CancelTaskBatch", {"ids": [b.id]})["results"][0]["task"]["state"]
+        == "TASK_STATE_CANCELED"
+    )
+    assert [r["ok"] for r in call(api, "AdminService", "DeleteTaskBatch", {"ids": [a.id, b.id]})["results"]] == [
+        True,
+        True,
+    ]
     assert Task.objects.count() == 0
 
 
 def test_cron_methods(api):
-    entry = call(api, "AdminService", "UpsertCronEntry", {"id": "c", "spec": "@daily", "taskType": "t", "options": {"timeout": "1m"}})["entry"]
-    assert (entry["id"], entry["taskType"], entry["options"], entry["nextRunAt"][-1]) == ("c", "t", {"timeout": 60.0}, "Z")
+    entry = call(
+        api,
+        "AdminService",
+        "UpsertCronEntry",
+        {"id": "c", "spec": "@daily", "taskType": "t", "options": {"timeout": "1m"}},
+    )["entry"]
+    assert (entry["id"], entry["taskType"], entry["options"], entry["nextRunAt"][-1]) == (
+        "c",
+        "t",
+        {"timeout": 60.0},
+        "Z",
+    )
     assert [e["id"] for e in call(api, "AdminService", "ListCronEntries")["entries"]] == ["c"]
     assert call(api, "AdminService", "PauseCronEntry", {"id": "c"})["entry"]["paused"] is True
     assert call(api, "AdminService", "ResumeCronEntry", {"id": "c"})["entry"]["paused"] is False
@@ -240,9 +304,13 @@ def test_invalid_state_is_failed_precondition_with_http_400(api, broker):
 
 
 def test_refused_fields_are_named_in_camel_case(api):
-    body = connect_refused(api.connect("TaskService", "Enqueue", {"type": "x", "dependsOn": [{"taskId": "nope"}]}), 400, "invalid_argument")
+    body = connect_refused(
+        api.connect("TaskService", "Enqueue", {"type": "x", "dependsOn": [{"taskId": "nope"}]}), 400, "invalid_argument"
+    )
     assert body["message"].startswith("dependsOn[0].taskId: ")
-    body = connect_refused(api.connect("TaskService", "Enqueue", {"type": "x", "uniqueTtl": "1h"}), 400, "invalid_argument")
+    body = connect_refused(
+        api.connect("TaskService", "Enqueue", {"type": "x", "uniqueTtl": "1h"}), 400, "invalid_argument"
+    )
     assert body["message"].startswith("uniqueTtl: ")
 
 
@@ -259,7 +327,9 @@ def test_refused_fields_are_named_in_camel_case(api):
     ],
 )
 def test_a_body_that_is_not_a_json_object_is_refused(api, raw, content_type, status, code):
-    connect_refused(api.call("POST", "/conveyor.v1.TaskService/Enqueue", raw=raw, content_type=content_type), status, code)
+    connect_refused(
+        api.call("POST", "/conveyor.v1.TaskService/Enqueue", raw=raw, content_type=content_type), status, code
+    )
     assert Task.objects.count() == 0
 
 
@@ -274,13 +344,21 @@ def test_get_is_405_with_allow_post(api):
     assert response["Allow"] == "POST"
 
 
-@pytest.mark.parametrize("path", ["/conveyor.v1.TaskService/Frobnicate", "/conveyor.v1.NoService/Enqueue", "/conveyor.v1.WorkerService/Session"])
+@pytest.mark.parametrize(
+    "path",
+    ["/conveyor.v1.TaskService/Frobnicate", "/conveyor.v1.NoService/Enqueue", "/conveyor.v1.WorkerService/Session"],
+)
 def test_unknown_methods_are_unimplemented(api, path):
     connect_refused(api.call("POST", path, {}), 501, "unimplemented")
 
 
 def test_payload_bytes_round_trip_as_base64(api):
     raw = bytes(range(200))
-    task = call(api, "TaskService", "Enqueue", {"type": "blob", "payload": base64.b64encode(raw).decode(), "contentType": "application/octet-stream"})["task"]
+    task = call(
+        api,
+        "TaskService",
+        "Enqueue",
+        {"type": "blob", "payload": base64.b64encode(raw).decode(), "contentType": "application/octet-stream"},
+    )["task"]
     assert base64.b64decode(task["payload"]) == raw
     assert task["payloadSize"] == 200

@@ -12,7 +12,12 @@ from tests.api.conftest import enqueue, ok, refused, state_of_everything
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-SEED_BODY = {"queue": "email", "type": "email:send", "payload": "eyJ0byI6ImFAYi5jIn0=", "contentType": "application/json"}
+SEED_BODY = {
+    "queue": "email",
+    "type": "email:send",
+    "payload": "eyJ0byI6ImFAYi5jIn0=",
+    "contentType": "application/json",
+}
 
 
 def test_enqueue_stores_the_task_and_answers_201_with_it(api):
@@ -228,7 +233,13 @@ def test_batch_and_tx_refuse_a_bad_task_list_as_a_whole(api, path, body, field):
 
 
 def test_tx_stores_every_item_and_answers_201(api):
-    body = ok(api.post("/api/v1/tasks/tx", {"tasks": [{"type": "a"}, {"type": "b", "id": "b1"}, {"type": "c", "depends_on": ["b1"]}]}), 201)
+    body = ok(
+        api.post(
+            "/api/v1/tasks/tx",
+            {"tasks": [{"type": "a"}, {"type": "b", "id": "b1"}, {"type": "c", "depends_on": ["b1"]}]},
+        ),
+        201,
+    )
     assert [t["type"] for t in body["tasks"]] == ["a", "b", "c"]
     assert [t["state"] for t in body["tasks"]] == ["pending", "pending", "blocked"]
     assert Task.objects.count() == 3
@@ -239,7 +250,9 @@ def test_tx_stores_every_item_and_answers_201(api):
     [
         pytest.param([{"type": "a"}, {"type": "b"}, {"type": "c", "priority": "max"}], 2, "priority", id="parse"),
         pytest.param([{"type": "a"}, {"type": "b", "queue": "-x"}], 1, "queue", id="broker"),
-        pytest.param([{"type": "a"}, {"type": "b", "depends_on": ["missing"]}], 1, "depends_on[0].task_id", id="dependency"),
+        pytest.param(
+            [{"type": "a"}, {"type": "b", "depends_on": ["missing"]}], 1, "depends_on[0].task_id", id="dependency"
+        ),
     ],
 )
 def test_tx_with_an_invalid_item_stores_none_and_names_its_index(api, broker, tasks, index, field):
@@ -261,6 +274,10 @@ def test_tx_with_two_items_sharing_a_unique_key_stores_none_and_names_the_second
 def test_tx_colliding_with_a_live_task_stores_none(api, broker):
     enqueue(broker, unique_key="k")
     before = state_of_everything()
-    body = refused(api.post("/api/v1/tasks/tx", {"tasks": [{"type": "a"}, {"type": "b", "unique_key": "k"}]}), 409, "already_exists")
+    body = refused(
+        api.post("/api/v1/tasks/tx", {"tasks": [{"type": "a"}, {"type": "b", "unique_key": "k"}]}),
+        409,
+        "already_exists",
+    )
     assert body["index"] == 1
     assert state_of_everything() == before

@@ -82,7 +82,9 @@ async def ws_events(query: str, act: Any, want: int) -> tuple[list[dict[str, Any
 
 def test_websocket_events_arrive_filtered_by_queue_and_type():
     events, ids = async_to_sync(ws_events)("queue=mail&type=send", enqueue_mix, 1)
-    assert [(e["kind"], e["task_id"], e["queue"], e["type"], e["state"]) for e in events] == [("enqueued", ids["match"], "mail", "send", "pending")]
+    assert [(e["kind"], e["task_id"], e["queue"], e["type"], e["state"]) for e in events] == [
+        ("enqueued", ids["match"], "mail", "send", "pending")
+    ]
 
 
 def test_websocket_events_filter_by_kind_and_several_queues():

@@ -29,7 +29,10 @@ REST_CASES = [
     pytest.param({"type": "x", "id": "fixed-id"}, id="known-id"),
     pytest.param({"type": "x", "unique_key": "held"}, id="duplicate"),
     pytest.param({"type": "x", "bogus": 1}, id="unknown-field"),
-    pytest.param({"queue": "email", "type": "email:send", "payload": "eyJ0byI6ImFAYi5jIn0=", "contentType": "application/json"}, id="seed-body"),
+    pytest.param(
+        {"queue": "email", "type": "email:send", "payload": "eyJ0byI6ImFAYi5jIn0=", "contentType": "application/json"},
+        id="seed-body",
+    ),
     pytest.param({"type": "x", "queue": "-bad"}, id="bad-queue"),
     pytest.param({"type": "x", "process_in": "soon"}, id="bad-duration"),
     pytest.param({"type": "x", "process_at": "noon"}, id="bad-timestamp"),
@@ -42,7 +45,10 @@ REST_CASES = [
     pytest.param(b"[" * 50_000 + b"]" * 50_000, id="nested-too-deep"),
 ]
 CONNECT_CASES = [
-    pytest.param(b'{"queue":"email","type":"email:send","payload":"eyJ0byI6ImFAYi5jIn0=","contentType":"application/json"}', id="seed-body"),
+    pytest.param(
+        b'{"queue":"email","type":"email:send","payload":"eyJ0byI6ImFAYi5jIn0=","contentType":"application/json"}',
+        id="seed-body",
+    ),
     pytest.param({"type": "x", "id": "fixed-id"}, id="known-id"),
     pytest.param({"type": "x", "uniqueKey": "held"}, id="duplicate"),
     pytest.param({"type": "x", "bogusField": 1}, id="unknown-field"),
@@ -85,7 +91,9 @@ def comparable(body: Any) -> Any:
         named = body["message"].split(": ")[0] if body["code"] == "invalid_argument" else None
         return {"code": body["code"], "named": named}
     task = body.get("task", body)
-    return {k: v for k, v in task.items() if k not in VOLATILE} | ({"created": body["created"]} if "created" in body else {})
+    return {k: v for k, v in task.items() if k not in VOLATILE} | (
+        {"created": body["created"]} if "created" in body else {}
+    )
 
 
 def both_ways(path: str, body: bytes, headers: dict[str, str], setup: Any) -> tuple[Any, Any]:

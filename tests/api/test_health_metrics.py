@@ -30,7 +30,9 @@ def test_readyz_checks_the_database_and_the_channel_layer(api):
 
 
 def test_readyz_is_503_naming_the_failing_check_when_the_channel_layer_is_down(api):
-    unreachable = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]}}}
+    unreachable = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]}}
+    }
     with override_settings(CHANNEL_LAYERS=unreachable):
         channel_layers.backends.clear()
         try:

@@ -37,7 +37,14 @@ def test_history_adds_counts_from_several_flushes_and_the_backlog() -> None:
     stats.record_backlog({"mail": 7}, now)
     body = Client().get("/api/v1/stats/history", {"minutes": 5}).json()
     assert body["series"] == [
-        {"minute": minute.isoformat().replace("+00:00", "Z"), "queue": "mail", "enqueued": 3, "completed": 3, "failed": 1, "backlog": 7}
+        {
+            "minute": minute.isoformat().replace("+00:00", "Z"),
+            "queue": "mail",
+            "enqueued": 3,
+            "completed": 3,
+            "failed": 1,
+            "backlog": 7,
+        }
     ]
 
 

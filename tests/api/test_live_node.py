@@ -99,7 +99,10 @@ def test_http_without_a_valid_token_is_401(node, method, path, body, headers):
 def test_http_with_the_token_is_served(node):
     task = node.api("POST", "/api/v1/tasks", json={"type": "hello", "queue": "live"})
     assert node.task(task["id"])["type"] == "hello"
-    assert node.api("POST", "/conveyor.v1.TaskService/GetTask", json={"id": task["id"]})["task"]["state"] == "TASK_STATE_PENDING"
+    assert (
+        node.api("POST", "/conveyor.v1.TaskService/GetTask", json={"id": task["id"]})["task"]["state"]
+        == "TASK_STATE_PENDING"
+    )
 
 
 def test_health_probes_answer_without_a_token(node):
@@ -117,11 +120,15 @@ def test_node_events_reach_the_websocket_filtered(node):
         events = json.loads(ws.recv(timeout=10))["events"]
         with pytest.raises(TimeoutError):
             events += json.loads(ws.recv(timeout=1))["events"]
-    assert [(e["kind"], e["task_id"], e["queue"], e["type"]) for e in events] == [("enqueued", match["id"], "ev-mail", "send")]
+    assert [(e["kind"], e["task_id"], e["queue"], e["type"]) for e in events] == [
+        ("enqueued", match["id"], "ev-mail", "send")
+    ]
 
 
 def test_node_events_reach_sse_filtered(node):
-    with httpx.stream("GET", node.url + "/api/v1/events?queue=sse-mail&type=send", headers=AUTH, timeout=15) as response:
+    with httpx.stream(
+        "GET", node.url + "/api/v1/events?queue=sse-mail&type=send", headers=AUTH, timeout=15
+    ) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
         lines = response.iter_lines()
@@ -153,7 +160,9 @@ def test_metrics_count_enqueues(node):
     assert enqueued_total(node, "metered") == 0
     node.enqueue(type="m", queue="metered")
     node.api("POST", "/api/v1/tasks/batch", json={"tasks": [{"type": "m", "queue": "metered"}] * 2})
-    node.api("POST", "/api/v1/tasks", json={"type": "m", "queue": "metered", "process_in": "1h"})  # scheduled, not enqueued
+    node.api(
+        "POST", "/api/v1/tasks", json={"type": "m", "queue": "metered", "process_in": "1h"}
+    )  # scheduled, not enqueued
     wait_for(lambda: enqueued_total(node, "metered") >= 3, 10, what="the enqueue counter")
     time.sleep(0.3)
     assert enqueued_total(node, "metered") == 3

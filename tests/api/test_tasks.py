@@ -15,7 +15,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_get_task_answers_the_stored_task(api, broker):
     task = enqueue(broker, queue="q", metadata={"k": "v"})
     body = ok(api.get(f"/api/v1/tasks/{task.id}"))
-    assert (body["id"], body["queue"], body["type"], body["state"], body["metadata"]) == (task.id, "q", "api:test", "pending", {"k": "v"})
+    assert (body["id"], body["queue"], body["type"], body["state"], body["metadata"]) == (
+        task.id,
+        "q",
+        "api:test",
+        "pending",
+        {"k": "v"},
+    )
 
 
 def test_get_unknown_task_is_404_naming_it(api):
@@ -202,8 +208,12 @@ def test_batch_cancel_answers_per_id(api, broker):
 
 def test_batch_delete_run_archive_and_reschedule(api, broker):
     a, b = enqueue(broker), enqueue(broker)
-    assert [r["task"]["state"] for r in ok(api.post("/api/v1/tasks/actions/archive", {"ids": [a.id, b.id]}))["results"]] == ["archived"] * 2
-    assert [r["task"]["state"] for r in ok(api.post("/api/v1/tasks/actions/run", {"ids": [a.id]}))["results"]] == ["pending"]
+    assert [
+        r["task"]["state"] for r in ok(api.post("/api/v1/tasks/actions/archive", {"ids": [a.id, b.id]}))["results"]
+    ] == ["archived"] * 2
+    assert [r["task"]["state"] for r in ok(api.post("/api/v1/tasks/actions/run", {"ids": [a.id]}))["results"]] == [
+        "pending"
+    ]
     moved = ok(api.post("/api/v1/tasks/actions/reschedule", {"ids": [a.id], "process_in": "1h"}))["results"]
     assert moved[0]["task"]["state"] == "scheduled"
     wrong = ok(api.post("/api/v1/tasks/actions/reschedule", {"ids": [b.id], "process_in": "1h"}))["results"][0]

@@ -133,12 +133,19 @@ def test_a_missing_token_is_unauthenticated(api, delivery, body):
 
 @pytest.mark.parametrize(
     "extra",
-    [{"outcome": "TASK_OUTCOME_MAYBE"}, {"outcome": ""}, {"outcome": None}, {"outcome": "TASK_OUTCOME_RETRY", "errorMsg": 5}],
+    [
+        {"outcome": "TASK_OUTCOME_MAYBE"},
+        {"outcome": ""},
+        {"outcome": None},
+        {"outcome": "TASK_OUTCOME_RETRY", "errorMsg": 5},
+    ],
 )
 def test_a_bad_outcome_is_invalid_argument_and_changes_nothing(api, delivery, extra):
     _, token = delivery
     before = state_of_everything()
-    connect_refused(api.connect("WebhookService", "ReportResult", {"leaseToken": token, **extra}), 400, "invalid_argument")
+    connect_refused(
+        api.connect("WebhookService", "ReportResult", {"leaseToken": token, **extra}), 400, "invalid_argument"
+    )
     assert state_of_everything() == before
 
 

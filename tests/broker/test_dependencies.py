@@ -455,5 +455,3 @@ def test_promote_ready_dependents_unblocks_a_revived_and_completed_dependency(db
     complete(quiet, "a")
     quiet.promote_ready_dependents()
     assert state(quiet, "b") == "pending"
-
-

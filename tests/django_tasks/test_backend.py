@@ -54,9 +54,19 @@ def test_get_result_of_an_unknown_id_raises() -> None:
 def test_conveyor_worker_runs_django_tasks_and_results_come_back(tmp_path) -> None:
     db = settings.DATABASES["default"]["NAME"]  # the test database, already migrated
     ok, context, failing = add.enqueue(20, 22), which_attempt.enqueue("x"), explode.enqueue()
-    env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "conveyor_site.settings", "DATABASE_URL": f"sqlite:///{db}", "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "DJANGO_SETTINGS_MODULE": "conveyor_site.settings",
+        "DATABASE_URL": f"sqlite:///{db}",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": str(ROOT),
+    }
     node = NodeProcess(env, dev=True)
-    worker = Process([sys.executable, "manage.py", "conveyor_worker", "--url", node.url, "--concurrency", "2"], env, "conveyor_worker")
+    worker = Process(
+        [sys.executable, "manage.py", "conveyor_worker", "--url", node.url, "--concurrency", "2"],
+        env,
+        "conveyor_worker",
+    )
     try:
         for result in (ok, context, failing):
             wait_for(lambda r=result: (r.refresh(), r.is_finished)[1], 30, what=f"{result.id} to finish")

@@ -20,7 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 LISTENING = re.compile(r"listening on (http://\S+)")
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05, what: str = "condition") -> Any:
+def wait_for(
+    predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05, what: str = "condition"
+) -> Any:
     """Poll *predicate* until it returns something truthy; fail after *timeout*."""
     deadline = time.monotonic() + timeout
     while True:
@@ -77,7 +79,9 @@ class Process:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError(f"{self.name} did not exit within {timeout}s of SIGTERM:\n{self.output()[-3000:]}") from None
+            raise AssertionError(
+                f"{self.name} did not exit within {timeout}s of SIGTERM:\n{self.output()[-3000:]}"
+            ) from None
 
 
 class NodeProcess(Process):

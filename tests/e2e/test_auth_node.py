@@ -52,7 +52,9 @@ def test_a_non_dev_node_with_tokens_answers_401_without_one(production_env):
         # Nothing was enqueued by the refused calls; a token is served.
         tasks = httpx.get(node.url + "/api/v1/tasks", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
         assert (tasks.status_code, tasks.json()["tasks"]) == (200, [])
-        made = httpx.post(node.url + "/api/v1/tasks", json={"type": "x"}, headers={"Authorization": "Bearer other-token"}, timeout=10)
+        made = httpx.post(
+            node.url + "/api/v1/tasks", json={"type": "x"}, headers={"Authorization": "Bearer other-token"}, timeout=10
+        )
         assert made.status_code == 201
         # The worker WebSocket says why, then closes 4401.
         with ws_connect(node.url.replace("http://", "ws://") + "/ws/worker", open_timeout=10) as ws:

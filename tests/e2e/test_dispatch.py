@@ -23,7 +23,9 @@ def ts(text: str) -> float:
 
 def wait_state(node, task_id, states, timeout=20.0):
     states = (states,) if isinstance(states, str) else states
-    return wait_for(lambda: (t := node.task(task_id))["state"] in states and t, timeout, what=f"task {task_id} in {states}")
+    return wait_for(
+        lambda: (t := node.task(task_id))["state"] in states and t, timeout, what=f"task {task_id} in {states}"
+    )
 
 
 def test_enqueued_task_starts_without_polling(cluster):
@@ -45,7 +47,11 @@ def test_enqueued_task_starts_without_polling(cluster):
 
 def test_weights_split_throughput_three_to_one(cluster):
     node = cluster.node()
-    node.api("POST", "/api/v1/tasks/batch", json={"tasks": [{"type": "e2e", "queue": q, "json": {"sleep": 0.02}} for q in ["a", "b"] for _ in range(150)]})
+    node.api(
+        "POST",
+        "/api/v1/tasks/batch",
+        json={"tasks": [{"type": "e2e", "queue": q, "json": {"sleep": 0.02}} for q in ["a", "b"] for _ in range(150)]},
+    )
     worker = cluster.worker(node, queues="a=3,b=1", concurrency=4)
     wait_for(lambda: len([e for e in worker.events() if e["event"] == "done"]) >= 120, 60, what="120 completions")
     done = [e for e in worker.events() if e["event"] == "done"][:120]
@@ -59,7 +65,9 @@ def test_worker_concurrency_is_never_exceeded(cluster):
     node = cluster.node()
     worker = cluster.worker(node, concurrency=5)
     worker.wait_connected(node)
-    node.api("POST", "/api/v1/tasks/batch", json={"tasks": [{"type": "e2e", "json": {"sleep": 0.05}} for _ in range(60)]})
+    node.api(
+        "POST", "/api/v1/tasks/batch", json={"tasks": [{"type": "e2e", "json": {"sleep": 0.05}} for _ in range(60)]}
+    )
     wait_for(lambda: sum(e["event"] == "done" for e in worker.events()) == 60, 60, what="60 completions")
     peak = max_overlap(worker.events())[None]
     assert peak == 5  # reached, never exceeded
@@ -68,7 +76,11 @@ def test_worker_concurrency_is_never_exceeded(cluster):
 def test_per_key_concurrency_limit_is_never_exceeded(cluster):
     node = cluster.node()
     node.api("PUT", "/api/v1/queues/keyed/concurrency-limit", json={"limit": 2})
-    tasks = [{"type": "e2e", "queue": "keyed", "concurrency_key": k, "json": {"sleep": 0.05, "key": k}} for k in ("k1", "k2") for _ in range(20)]
+    tasks = [
+        {"type": "e2e", "queue": "keyed", "concurrency_key": k, "json": {"sleep": 0.05, "key": k}}
+        for k in ("k1", "k2")
+        for _ in range(20)
+    ]
     node.api("POST", "/api/v1/tasks/batch", json={"tasks": tasks})
     workers = [cluster.worker(node, queues="keyed=1", concurrency=8) for _ in range(2)]
     wait_for(lambda: sum(e["event"] == "done" for e in read_events(cluster.logs())) == 40, 60, what="40 completions")
@@ -85,7 +97,9 @@ def test_rate_limit_is_honoured(cluster):
     node.api("PUT", "/api/v1/queues/slow/rate-limit", json={"rate": 20, "burst": 1})
     worker = cluster.worker(node, queues="slow=1", concurrency=10)
     worker.wait_connected(node)
-    node.api("POST", "/api/v1/tasks/batch", json={"tasks": [{"type": "e2e", "queue": "slow", "json": {}} for _ in range(40)]})
+    node.api(
+        "POST", "/api/v1/tasks/batch", json={"tasks": [{"type": "e2e", "queue": "slow", "json": {}} for _ in range(40)]}
+    )
     wait_for(lambda: sum(e["event"] == "done" for e in worker.events()) == 40, 30, what="40 completions")
     starts = sorted(e["t"] for e in worker.events() if e["event"] == "start")
     # 20/s with a bucket of 1: 40 tasks need at least 39/20 s, and no
@@ -193,7 +207,9 @@ def test_two_nodes_share_a_queue_without_double_delivery(cluster, pg_database):
     import psycopg
 
     first, second = cluster.node(), cluster.node()
-    workers = [cluster.worker(node, concurrency=25, record_dsn=pg_database) for node in (first, second) for _ in range(2)]
+    workers = [
+        cluster.worker(node, concurrency=25, record_dsn=pg_database) for node in (first, second) for _ in range(2)
+    ]
     for worker, node in zip(workers, (first, first, second, second), strict=True):
         worker.wait_connected(node, count=2)
     total = 10_000
@@ -209,9 +225,16 @@ def test_two_nodes_share_a_queue_without_double_delivery(cluster, pg_database):
     # Completed rows are purged by the reaper (retention 0), so check that
     # nothing is left unfinished rather than counting completed rows.
     unfinished = ("pending", "active", "retry", "archived")
-    wait_for(lambda: sum(q["counts"][s] for q in first.api("GET", "/api/v1/queues")["queues"] for s in unfinished) == 0, 60, 0.5, what="all completed")
+    wait_for(
+        lambda: sum(q["counts"][s] for q in first.api("GET", "/api/v1/queues")["queues"] for s in unfinished) == 0,
+        60,
+        0.5,
+        what="all completed",
+    )
     with psycopg.connect(pg_database) as conn:
-        rows, distinct, pids = conn.execute("SELECT count(*), count(DISTINCT task_id), count(DISTINCT pid) FROM e2e_executions").fetchone()
+        rows, distinct, pids = conn.execute(
+            "SELECT count(*), count(DISTINCT task_id), count(DISTINCT pid) FROM e2e_executions"
+        ).fetchone()
     assert (rows, distinct) == (total, total)  # each task executed exactly once
     assert pids == 4  # and every worker took part
 

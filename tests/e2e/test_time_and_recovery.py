@@ -103,10 +103,16 @@ def test_scheduled_task_starts_on_time(cluster):
 
 def test_group_of_ten_arrives_as_one_batch(cluster):
     node = cluster.node()
-    node.api("PUT", "/api/v1/groups", json={"queue": "default", "group": "g1", "max_size": 10, "max_delay": 60, "grace": 30})
+    node.api(
+        "PUT", "/api/v1/groups", json={"queue": "default", "group": "g1", "max_size": 10, "max_delay": 60, "grace": 30}
+    )
     worker = cluster.worker(node, batch_types="report")
     worker.wait_connected(node)
-    node.api("POST", "/api/v1/tasks/batch", json={"tasks": [{"type": "report", "group": "g1", "json": {"n": i}} for i in range(10)]})
+    node.api(
+        "POST",
+        "/api/v1/tasks/batch",
+        json={"tasks": [{"type": "report", "group": "g1", "json": {"n": i}} for i in range(10)]},
+    )
     wait_for(lambda: len(worker.events()) == 10, 15, what="batch delivery")
     assert {e["size"] for e in worker.events()} == {10}
     assert len({e["t"] for e in worker.events()}) <= 10
@@ -149,8 +155,18 @@ def test_failed_dependency_with_cascade_cancels_the_rest(cluster):
         json={
             "tasks": [
                 {"id": "root", "type": "e2e", "json": {"skip": True}},
-                {"id": "mid", "type": "e2e", "json": {}, "depends_on": [{"task_id": "root", "on_failure": "cascade_cancel"}]},
-                {"id": "leaf", "type": "e2e", "json": {}, "depends_on": [{"task_id": "mid", "on_failure": "cascade_cancel"}]},
+                {
+                    "id": "mid",
+                    "type": "e2e",
+                    "json": {},
+                    "depends_on": [{"task_id": "root", "on_failure": "cascade_cancel"}],
+                },
+                {
+                    "id": "leaf",
+                    "type": "e2e",
+                    "json": {},
+                    "depends_on": [{"task_id": "mid", "on_failure": "cascade_cancel"}],
+                },
             ]
         },
     )

@@ -31,7 +31,16 @@ class Endpoint(Process):
         self.port = port or free_port()
         self.log = tmp / f"endpoint-{self.port}-{time.monotonic_ns()}.jsonl"
         env = {"PATH": "/usr/bin:/bin", "WEBHOOK_SECRET": secrets, "PYTHONUNBUFFERED": "1"}
-        argv = [sys.executable, str(ROOT / "examples" / "webhook_endpoint.py"), "--port", str(self.port), "--conveyor", conveyor_url, "--log", str(self.log)]
+        argv = [
+            sys.executable,
+            str(ROOT / "examples" / "webhook_endpoint.py"),
+            "--port",
+            str(self.port),
+            "--conveyor",
+            conveyor_url,
+            "--log",
+            str(self.log),
+        ]
         super().__init__(argv, env, "endpoint")
         wait_for(lambda: any("listening" in line for line in self.lines), 10, what="endpoint to listen")
         self.url = f"http://127.0.0.1:{self.port}/tasks"
@@ -152,9 +161,15 @@ def test_group_batch_members_resolve_individually(cluster, endpoints):
     node = cluster.node()
     endpoint = endpoints(node)
     register(node, endpoint.url, batch_types=["report"])
-    node.api("PUT", "/api/v1/groups", json={"queue": "default", "group": "g", "max_size": 4, "max_delay": 60, "grace": 60})
+    node.api(
+        "PUT", "/api/v1/groups", json={"queue": "default", "group": "g", "max_size": 4, "max_delay": 60, "grace": 60}
+    )
     specs = [{}, {"fail": True}, {"skip": True}, {"async": 1}]
-    tasks = node.api("POST", "/api/v1/tasks/tx", json={"tasks": [{"type": "report", "group": "g", "max_retry": 0, "json": s} for s in specs]})["tasks"]
+    tasks = node.api(
+        "POST",
+        "/api/v1/tasks/tx",
+        json={"tasks": [{"type": "report", "group": "g", "max_retry": 0, "json": s} for s in specs]},
+    )["tasks"]
     ok, failed, skipped, accepted = (t["id"] for t in tasks)
     wait_state(node, ok, "completed")
     wait_state(node, accepted, "completed")
@@ -182,7 +197,9 @@ def test_endpoint_rejects_a_tampered_body(cluster, endpoints):
 
     node = cluster.node()
     endpoint = endpoints(node, secrets="s3cret")
-    body = json.dumps({"jsonrpc": "2.0", "id": "1", "method": "conveyor.task.execute", "params": {"taskId": "t"}}).encode()
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": "1", "method": "conveyor.task.execute", "params": {"taskId": "t"}}
+    ).encode()
     headers = signed_headers(["s3cret"], body)
     tampered = body.replace(b'"t"', b'"u"')
     assert httpx.post(endpoint.url, content=tampered, headers=headers).status_code == 401
@@ -203,7 +220,12 @@ def test_breaker_opens_on_a_dead_endpoint_and_closes_when_it_returns(cluster, en
     node = cluster.node()
     port = free_port()
     register(node, f"http://127.0.0.1:{port}/tasks")
-    ids = [t["task"]["id"] for t in node.api("POST", "/api/v1/tasks/batch", json={"tasks": [{"type": "e2e", "json": {}} for _ in range(10)]})["results"]]
+    ids = [
+        t["task"]["id"]
+        for t in node.api(
+            "POST", "/api/v1/tasks/batch", json={"tasks": [{"type": "e2e", "json": {}} for _ in range(10)]}
+        )["results"]
+    ]
     wait_serving(node)
     wait_for(lambda: status(node).get("breaker") in ("open", "probing"), 15, what="breaker open")
     time.sleep(1.0)
@@ -222,9 +244,15 @@ def test_concurrency_is_never_exceeded(cluster, endpoints):
     node = cluster.node()
     endpoint = endpoints(node)
     register(node, endpoint.url, concurrency=3)
-    node.api("POST", "/api/v1/tasks/batch", json={"tasks": [{"type": "e2e", "json": {"sleep": 0.2}} for _ in range(15)]})
+    node.api(
+        "POST", "/api/v1/tasks/batch", json={"tasks": [{"type": "e2e", "json": {"sleep": 0.2}} for _ in range(15)]}
+    )
     wait_for(lambda: len(endpoint.events("completed")) == 15, 60, what="15 completions")
-    events = [{**e, "event": "start" if e["event"] == "execute" else "done"} for e in endpoint.events() if e["event"] in ("execute", "completed")]
+    events = [
+        {**e, "event": "start" if e["event"] == "execute" else "done"}
+        for e in endpoint.events()
+        if e["event"] in ("execute", "completed")
+    ]
     assert max_overlap(events)[None] == 3
 
 
@@ -254,7 +282,16 @@ def test_quick_start_of_the_webhook_document(cluster, endpoints):
     node = cluster.node()
     endpoint = endpoints(node, secrets="s3cret")
     # conveyor webhooks add demo-hooks http://localhost:9090/tasks --queue email=1 --secret s3cret
-    node.api("POST", "/api/v1/webhooks", json={"name": "demo-hooks", "url": f"http://localhost:{endpoint.port}/tasks", "queues": {"email": 1}, "secrets": ["s3cret"]})
+    node.api(
+        "POST",
+        "/api/v1/webhooks",
+        json={
+            "name": "demo-hooks",
+            "url": f"http://localhost:{endpoint.port}/tasks",
+            "queues": {"email": 1},
+            "secrets": ["s3cret"],
+        },
+    )
     response = httpx.post(
         f"{node.url}/conveyor.v1.TaskService/Enqueue",
         headers={"Content-Type": "application/json"},

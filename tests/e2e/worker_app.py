@@ -87,7 +87,9 @@ def main() -> None:
     queues = {q.split("=")[0]: int(q.split("=")[1]) for q in args.queues.split(",")}
     log = Log(args.log)
     recorder = Recorder(args.record_dsn) if args.record_dsn else None
-    worker = AsyncWorker(args.url, queues=queues, concurrency=args.concurrency, token=args.token, drain_timeout=args.drain_timeout)
+    worker = AsyncWorker(
+        args.url, queues=queues, concurrency=args.concurrency, token=args.token, drain_timeout=args.drain_timeout
+    )
 
     async def handle(task: Task) -> Any:
         spec = task.payload if isinstance(task.payload, dict) else {}

@@ -225,9 +225,19 @@ def test_a_message_that_is_not_frames_is_refused_with_4400(node, message, words)
         ({"queues": {"a": 1}, "concurrency": 1, "min_server_version": 2}, ["min_server_version"]),
     ],
     ids=[
-        "queues-empty", "queues-missing", "queues-list", "weight-0", "weight-bool", "concurrency-0",
-        "concurrency-missing", "concurrency-string", "bad-queue-name", "queue-name-leading-dash", "labels",
-        "batch-types", "min-server-version-type",
+        "queues-empty",
+        "queues-missing",
+        "queues-list",
+        "weight-0",
+        "weight-bool",
+        "concurrency-0",
+        "concurrency-missing",
+        "concurrency-string",
+        "bad-queue-name",
+        "queue-name-leading-dash",
+        "labels",
+        "batch-types",
+        "min-server-version-type",
     ],
 )
 def test_a_hello_with_bad_fields_is_refused_with_4400(node, hello, words):
@@ -396,7 +406,9 @@ def test_a_dispatch_frame_of_an_unbounded_task_has_a_null_deadline_and_empty_met
     async def scenario():
         async with worker(node) as w:
             await w.hello({queue: 1})
-            await w.enqueue(queue=queue, payload=base64.b64encode(b"\x00\xff").decode(), content_type="application/octet-stream")
+            await w.enqueue(
+                queue=queue, payload=base64.b64encode(b"\x00\xff").decode(), content_type="application/octet-stream"
+            )
             return await w.frame(p.DISPATCH)
 
     frame = run(scenario())
@@ -413,7 +425,15 @@ def test_a_success_result_completes_the_task(node, queue):
             await w.hello({queue: 1})
             task = await w.enqueue(queue=queue)
             dispatch = await w.frame(p.DISPATCH)
-            await w.send({"type": "result", "task_id": task["id"], "lease_id": dispatch["lease_id"], "outcome": "success", "result": {"ok": True}})
+            await w.send(
+                {
+                    "type": "result",
+                    "task_id": task["id"],
+                    "lease_id": dispatch["lease_id"],
+                    "outcome": "success",
+                    "result": {"ok": True},
+                }
+            )
             return await w.task_until(task["id"], lambda t: t["state"] == "completed", "completed")
 
     stored = run(scenario())
@@ -448,7 +468,9 @@ def test_several_frames_in_one_message_are_all_handled(node, queue):
                 {"type": "result", "task_id": first["id"], "outcome": "success"},
                 {"type": "result", "task_id": second["id"], "outcome": "success"},
             )
-            done = [await w.task_until(t["id"], lambda t: t["state"] == "completed", "completed") for t in (first, second)]
+            done = [
+                await w.task_until(t["id"], lambda t: t["state"] == "completed", "completed") for t in (first, second)
+            ]
             return [t["state"] for t in done]
 
     assert run(scenario()) == ["completed", "completed"]
@@ -608,7 +630,9 @@ def test_importing_the_sdk_imports_no_django():
     )
     env = {k: v for k, v in base_env().items() if k != "DJANGO_SETTINGS_MODULE"}
 
-    out = subprocess.run([sys.executable, "-c", code], cwd=Path(ROOT), env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=Path(ROOT), env=env, capture_output=True, text=True, timeout=60
+    )
 
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"

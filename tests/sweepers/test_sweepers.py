@@ -288,7 +288,9 @@ def test_reaper_with_nothing_to_do_reports_zeros(broker, clock, hooks):
 def group_sweeper(broker, monkeypatch):
     sweeper = GroupSweeper(broker, node=None)
     sweeper.fired = []
-    monkeypatch.setattr(sweeper, "fire", lambda queue, group, task_type: sweeper.fired.append((queue, group, task_type)))
+    monkeypatch.setattr(
+        sweeper, "fire", lambda queue, group, task_type: sweeper.fired.append((queue, group, task_type))
+    )
     return sweeper
 
 

@@ -154,7 +154,10 @@ def test_a_bad_hello_names_the_field(fields, problem):
 
 def test_result_frames():
     assert f.check_result({"type": "result", "task_id": "t", "outcome": "success", "result": {"n": 1}}) == (
-        "t", "success", "", {"n": 1},
+        "t",
+        "success",
+        "",
+        {"n": 1},
     )
     assert f.check_result({"type": "result", "task_id": "t", "outcome": "retry", "error": "boom"})[2] == "boom"
 
@@ -174,7 +177,11 @@ def test_bad_result_frames_are_refused(frame):
 
 
 def test_batch_result_frames():
-    frame = {"type": "batch_result", "lease_id": "L", "results": [{"task_id": "a", "outcome": "success"}, {"task_id": "b", "outcome": "skip_retry", "error": "no"}]}
+    frame = {
+        "type": "batch_result",
+        "lease_id": "L",
+        "results": [{"task_id": "a", "outcome": "success"}, {"task_id": "b", "outcome": "skip_retry", "error": "no"}],
+    }
 
     assert f.check_batch_result(frame) == ("L", {"a": ("success", "", None), "b": ("skip_retry", "no", None)})
 
@@ -253,7 +260,9 @@ def test_an_unbounded_task_has_a_null_deadline():
 
 def test_the_deadline_is_the_earlier_of_deadline_and_start_plus_timeout():
     assert f.effective_deadline(make_task(timeout=30.0)) == NOW + timedelta(seconds=30)
-    assert f.effective_deadline(make_task(timeout=30.0, deadline=NOW + timedelta(seconds=10))) == NOW + timedelta(seconds=10)
+    assert f.effective_deadline(make_task(timeout=30.0, deadline=NOW + timedelta(seconds=10))) == NOW + timedelta(
+        seconds=10
+    )
     assert f.effective_deadline(make_task(timeout=30.0, started_at=None)) is None
 
 
@@ -263,7 +272,11 @@ def test_a_batch_dispatch_frame_shares_one_lease_and_lists_the_members():
     frame = f.batch_dispatch_frame("reports", "daily", tasks)
 
     assert (frame["type"], frame["lease_id"], frame["queue"], frame["group"], frame["task_type"]) == (
-        "batch_dispatch", "01KX3E7T2M4Q9RZC8B1JW5HD6P", "reports", "daily", "report:batch",
+        "batch_dispatch",
+        "01KX3E7T2M4Q9RZC8B1JW5HD6P",
+        "reports",
+        "daily",
+        "report:batch",
     )
     assert [m["task_id"] for m in frame["tasks"]] == ["t0", "t1", "t2"]
     assert "lease_id" not in frame["tasks"][0]
@@ -273,5 +286,7 @@ def test_server_frames_are_json():
     frame = f.dispatch_frame(make_task(metadata={"k": "v"}, deadline=NOW), "email")
 
     assert p.decode_frames(p.encode_frames([frame, f.error_frame("invalid_frame", "x")]))[1] == {
-        "type": "error", "code": "invalid_frame", "message": "x",
+        "type": "error",
+        "code": "invalid_frame",
+        "message": "x",
     }

@@ -73,7 +73,9 @@ def test_params_queue_is_the_queue_the_task_was_leased_from():
 def test_the_payload_is_base64_of_the_stored_bytes_exactly():
     raw = bytes(range(256))
 
-    params = request_body(make_task(payload=memoryview(raw), content_type="application/octet-stream"), "email")["params"]
+    params = request_body(make_task(payload=memoryview(raw), content_type="application/octet-stream"), "email")[
+        "params"
+    ]
 
     assert base64.b64decode(params["payload"]) == raw
 
@@ -137,7 +139,16 @@ def test_the_envelope_has_exactly_the_documented_fields():
 
     assert set(body) == {"jsonrpc", "id", "method", "params"}
     assert set(body["params"]) == {
-        "taskId", "queue", "type", "attempt", "maxRetry", "deadline", "contentType", "payload", "metadata", "lease",
+        "taskId",
+        "queue",
+        "type",
+        "attempt",
+        "maxRetry",
+        "deadline",
+        "contentType",
+        "payload",
+        "metadata",
+        "lease",
     }
 
 
@@ -212,7 +223,9 @@ def test_an_error_that_is_not_an_object_with_an_integer_code_is_a_transport_fail
         read_answer(answer(error=error), LEASE)
 
 
-@pytest.mark.parametrize("value", [None, [], "ok", 200, [{"jsonrpc": "2.0", "id": LEASE, "result": {"status": "completed"}}]])
+@pytest.mark.parametrize(
+    "value", [None, [], "ok", 200, [{"jsonrpc": "2.0", "id": LEASE, "result": {"status": "completed"}}]]
+)
 def test_a_non_object_answer_is_a_transport_failure(value):
     with pytest.raises(TransportFailure, match="malformed"):
         read_answer(value, LEASE)

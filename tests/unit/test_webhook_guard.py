@@ -94,8 +94,21 @@ def test_public_addresses_have_no_problem(address):
 
 @pytest.mark.parametrize(
     "host",
-    ["127.0.0.1", "[::1]", "169.254.169.254", "[fe80::1]", "10.0.0.1", "172.16.0.1", "192.168.1.1",
-     "[fc00::1]", "224.0.0.1", "[ff02::1]", "0.0.0.0", "[::]", "[::ffff:10.0.0.1]"],
+    [
+        "127.0.0.1",
+        "[::1]",
+        "169.254.169.254",
+        "[fe80::1]",
+        "10.0.0.1",
+        "172.16.0.1",
+        "192.168.1.1",
+        "[fc00::1]",
+        "224.0.0.1",
+        "[ff02::1]",
+        "0.0.0.0",
+        "[::]",
+        "[::ffff:10.0.0.1]",
+    ],
 )
 def test_a_url_with_an_internal_ip_literal_is_refused_without_resolving(host):
     calls: list[tuple[str, int]] = []
@@ -127,7 +140,9 @@ def test_http_is_refused_unless_allowed():
         run_approve("http://hooks.example.com/tasks")
 
 
-@pytest.mark.parametrize("url", ["ftp://hooks.example.com/", "file:///etc/passwd", "hooks.example.com/tasks", "https:///x"])
+@pytest.mark.parametrize(
+    "url", ["ftp://hooks.example.com/", "file:///etc/passwd", "hooks.example.com/tasks", "https:///x"]
+)
 def test_a_url_that_is_not_absolute_http_is_refused(url):
     with pytest.raises(TargetRefused, match="not an http"):
         run_approve(url, allow_http=True)
@@ -152,7 +167,9 @@ def test_a_name_resolving_to_nothing_is_refused():
         run_approve("https://hooks.example.com/", stub())
 
 
-@pytest.mark.parametrize("url", ["https://hooks.example.com:99999/", "https://hooks.example.com:port/", "https://[::1/"])
+@pytest.mark.parametrize(
+    "url", ["https://hooks.example.com:99999/", "https://hooks.example.com:port/", "https://[::1/"]
+)
 def test_a_url_with_a_bad_port_or_bracket_is_refused_not_crashed(url):
     with pytest.raises(TargetRefused):
         run_approve(url, allow_private=True)

@@ -120,7 +120,6 @@ def test_a_signature_header_with_non_ascii_characters_fails_instead_of_raising()
     assert not verify(["s3cret"], "1767225600", "v1=\u00e9\u00e9", BODY, now=NOW)
 
 
-
 def test_a_timestamp_in_non_ascii_digits_fails():
     ts = "\uff11\uff17\uff16\uff17\uff12\uff12\uff15\uff16\uff10\uff10"  # fullwidth 1767225600, which int() accepts
 

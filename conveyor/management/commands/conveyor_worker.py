@@ -32,7 +32,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--url", default=os.environ.get("CONVEYOR_URL", "http://127.0.0.1:8080"), help="node URL")
-        parser.add_argument("--token", default=os.environ.get("CONVEYOR_TOKEN"), help="API token (default $CONVEYOR_TOKEN)")
+        parser.add_argument(
+            "--token", default=os.environ.get("CONVEYOR_TOKEN"), help="API token (default $CONVEYOR_TOKEN)"
+        )
         parser.add_argument("--queues", default="default=1", help="queues and weights, e.g. default=1,emails=3")
         parser.add_argument("--concurrency", type=int, default=8)
 

@@ -23,7 +23,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
-        parser.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080; 0 = any free port)")
+        parser.add_argument(
+            "--port", type=int, default=8080, help="port to listen on (default 8080; 0 = any free port)"
+        )
         parser.add_argument(
             "--dev",
             action="store_true",
@@ -49,7 +51,9 @@ class Command(BaseCommand):
             self.stdout.write(f"Conveyor node listening on {url} ({mode}; {connection.vendor})")
             self.stdout.write(f"  dashboard {url}/   admin {url}/admin/   API docs {url}/api/v1/docs")
             if not has_login:
-                self.stdout.write("  no dashboard login yet: create one with `.venv/bin/python manage.py createsuperuser`")
+                self.stdout.write(
+                    "  no dashboard login yet: create one with `.venv/bin/python manage.py createsuperuser`"
+                )
             self.stdout.flush()
 
         status = serve(host, port, dev=dev, ready=ready)
@@ -63,7 +67,9 @@ def apply_dev_defaults() -> None:
         overrides["WEBHOOKS_ALLOW_PRIVATE_TARGETS"] = True
     settings.CONVEYOR = {**settings.CONVEYOR, **overrides}
     conveyor_settings.reload()
-    logging.getLogger("conveyor").setLevel(logging.DEBUG if os.environ.get("CONVEYOR_LOG_LEVEL") == "DEBUG" else logging.INFO)
+    logging.getLogger("conveyor").setLevel(
+        logging.DEBUG if os.environ.get("CONVEYOR_LOG_LEVEL") == "DEBUG" else logging.INFO
+    )
 
 
 def check_production() -> None:
