@@ -290,3 +290,14 @@ def test_server_frames_are_json():
         "code": "invalid_frame",
         "message": "x",
     }
+
+
+def test_the_sdk_task_carries_the_enqueue_time_the_node_sent():
+    from conveyor.sdk.task import Task as SdkTask
+
+    enqueued = datetime(2026, 1, 2, 3, 4, 5, 600000, tzinfo=UTC)
+    task = Task(id="t1", queue="q", type="noop", payload=b"{}", enqueued_at=enqueued, lease_id="L", retried=0)
+    frame = f.dispatch_frame(task, "q")
+
+    assert SdkTask(frame, "q", "L", None).enqueued_at == enqueued
+    assert SdkTask({**frame, "enqueued_at": None}, "q", "L", None).enqueued_at is None
