@@ -26,4 +26,11 @@ counter = redis.Redis.from_url(REDIS_URL)
 def noop(sent: float | None = None) -> None:
     if sent is not None:
         counter.rpush(f"{PREFIX}:latency", time.time() - sent)
-    counter.incr(f"{PREFIX}:done")
+    # First and last completion times: the drain is timed between them, so
+    # the worker's start-up is neither counted nor hidden.
+    now = time.time()
+    pipe = counter.pipeline(transaction=False)
+    pipe.setnx(f"{PREFIX}:first", now)
+    pipe.set(f"{PREFIX}:last", now)
+    pipe.incr(f"{PREFIX}:done")
+    pipe.execute()
