@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import itertools
 import json
 import logging
 import time
@@ -42,6 +43,7 @@ logger = logging.getLogger("conveyor.webhooks")
 
 RETRYABLE, PERMANENT = -32000, -32001
 MAX_ERROR = 1000
+POOL_SHARD = 8  # deliveries in flight per connection pool
 EXECUTE, CANCEL = "conveyor.task.execute", "conveyor.task.cancel"
 
 
@@ -121,7 +123,15 @@ class WebhookGateway(Gateway):
         self.endpoint_breaker = EndpointBreaker()
         self.recent: deque[dict[str, Any]] = deque(maxlen=20)
         self.last_error = ""
-        self.client = httpx.AsyncClient(follow_redirects=False, timeout=conveyor_settings.WEBHOOK_REQUEST_TIMEOUT)
+        # Several small connection pools rather than one big one: httpcore
+        # checks every idle connection of a pool on each request, so the cost
+        # of a request grows with the pool; shards keep it flat.
+        shards = max(1, -(-registration.concurrency // POOL_SHARD))
+        self.clients = [
+            httpx.AsyncClient(follow_redirects=False, timeout=conveyor_settings.WEBHOOK_REQUEST_TIMEOUT)
+            for _ in range(shards)
+        ]
+        self._next_client = itertools.count()
         self._upkeep: asyncio.Task[None] | None = None
         self._probe: asyncio.TimerHandle | None = None
         self.closed = False
@@ -155,7 +165,8 @@ class WebhookGateway(Gateway):
             self.node.leases.pop(task_id, None)
         if refs:
             await self.node.db.run(self.node.broker.release_many, refs)
-        await self.client.aclose()
+        for client in self.clients:
+            await client.aclose()
 
     async def shutdown(self) -> None:
         await self.drain()
@@ -190,10 +201,11 @@ class WebhookGateway(Gateway):
             allow_http=allow_http,
         )
         headers = {**signed_headers(self.secrets, body), "Host": target.host_header}
+        client = self.clients[next(self._next_client) % len(self.clients)]
         extensions = {"sni_hostname": target.sni_hostname} if target.sni_hostname else {}
         for index, url in enumerate(target.urls):
             try:
-                response = await self.client.post(
+                response = await client.post(
                     url, content=body, headers=headers, timeout=timeout, extensions=extensions
                 )
                 break

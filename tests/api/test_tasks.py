@@ -46,7 +46,7 @@ def test_list_is_newest_first_and_filters_by_queue_state_type_and_search(api, br
     assert ids("?state=scheduled") == [c.id]
     assert ids("?type=t1") == [c.id, a.id]
     assert ids("?search=uk-1") == [a.id]
-    assert ids(f"?search={b.id[:20]}") == [b.id]
+    assert ids(f"?search={b.id}") == [b.id]
     assert ids("?queue=&state=") == [c.id, b.id, a.id]  # empty filters mean any
 
 
