@@ -118,7 +118,7 @@ async def _request_allowed(request: HttpRequest) -> bool:
 
 async def _stream(event_filter: EventFilter) -> AsyncIterator[str]:
     layer = get_channel_layer()
-    channel = await layer.new_channel("conveyor.sse.")
+    channel = await layer.new_channel()
     await layer.group_add(EVENTS_GROUP, channel)
     try:
         yield ": connected\n\n"

@@ -68,7 +68,7 @@ def selector(queues: list[str] | None, types: list[str] | None, kinds: list[str]
 
 
 async def follow(layer: Any, select: Any, out: Any, count: int | None, timeout: float | None) -> None:
-    channel = await layer.new_channel("conveyor.cli.")
+    channel = await layer.new_channel()
     await layer.group_add(EVENTS_GROUP, channel)
     seen = 0
     try:

@@ -275,7 +275,7 @@ class Node:
         while not self.stopping:
             try:
                 if self.channel is None:
-                    self.channel = await self.layer.new_channel("conveyor.node.")
+                    self.channel = await self.layer.new_channel()
                 for group in list(self._groups):
                     await self.layer.group_add(group, self.channel)
                 joined = self.loop.time()
