@@ -2,13 +2,15 @@
 
     .venv/bin/python bench/events_bench.py [--backends dev,cluster] [--tasks 20000] [--rounds 2]
 
-For each backend, a node is started with CONVEYOR_EVENTS=0 and then with
-CONVEYOR_EVENTS=1 plus one /ws/events subscriber receiving every event
-(the worst case: nothing filtered away). Each round queues N no-op tasks
+For each backend, a node is started with CONVEYOR_EVENTS=0, then with
+CONVEYOR_EVENTS=1 and nobody listening (the publishing cost alone), then
+with CONVEYOR_EVENTS=1 plus one /ws/events subscriber on that node receiving
+every event (the worst case: nothing filtered away, and the node also does
+the subscriber's share of the work). Each round queues N no-op tasks
 in a paused queue, connects workers with total concurrency 50, resumes,
-and times until the queue is empty. Rounds alternate off/on so drift on a
-shared machine hits both alike. Prints drain tasks/s per mode, the events
-the subscriber received, and the cost in percent.
+and times until the queue is empty. Rounds alternate the modes so drift on
+a shared machine hits all alike. Prints drain tasks/s per mode, the cost in
+percent against "off", and the events the subscriber received.
 """
 
 from __future__ import annotations
@@ -69,12 +71,12 @@ def drain(node: Node, tasks: int, queue: str) -> float:
     return tasks // 1000 * 1000 / elapsed
 
 
-def run_mode(backend: str, events: bool, tasks: int, round_no: int) -> tuple[float, int]:
+def run_mode(backend: str, events: bool, tasks: int, round_no: int, subscribe: bool = True) -> tuple[float, int]:
     os.environ["CONVEYOR_EVENTS"] = "1" if events else "0"
     node = Node(backend)
     subscriber = None
     try:
-        if events:
+        if events and subscribe:
             subscriber = Subscriber(node.url)
             subscriber.start()
             subscriber.ready.wait(10)
@@ -94,19 +96,29 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    print(f"{'backend':10}{'events off (tasks/s)':>24}{'events on (tasks/s)':>24}{'events received':>18}{'cost':>10}")
+    header = ["events off", "on, no subscriber", "cost", "on, 1 subscriber", "cost", "events received"]
+    print(f"{'backend':10}" + "".join(f"{h:>19}" for h in header))
     for backend in args.backends.split(","):
         off: list[float] = []
+        quiet: list[float] = []
         on: list[float] = []
         received = 0
         for round_no in range(args.rounds):
             off.append(run_mode(backend, False, args.tasks, round_no)[0])
+            quiet.append(run_mode(backend, True, args.tasks, round_no, subscribe=False)[0])
             rate, count = run_mode(backend, True, args.tasks, round_no)
             on.append(rate)
             received = max(received, count)
-        mean_off, mean_on = sum(off) / len(off), sum(on) / len(on)
-        cost = (mean_off - mean_on) / mean_off * 100
-        print(f"{backend:10}{mean_off:>24,.0f}{mean_on:>24,.0f}{received:>18,}{cost:>9.1f}%")
+        mean_off, mean_quiet, mean_on = (sum(v) / len(v) for v in (off, quiet, on))
+        cells = [
+            f"{mean_off:,.0f}/s",
+            f"{mean_quiet:,.0f}/s",
+            f"{(mean_off - mean_quiet) / mean_off * 100:.1f}%",
+            f"{mean_on:,.0f}/s",
+            f"{(mean_off - mean_on) / mean_off * 100:.1f}%",
+            f"{received:,}",
+        ]
+        print(f"{backend:10}" + "".join(f"{c:>19}" for c in cells))
 
 
 if __name__ == "__main__":

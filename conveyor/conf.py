@@ -47,7 +47,8 @@ SPEC: dict[str, tuple[Any, str]] = {
     "REAPER_INTERVAL": (15.0, "duration"),
     "GROUP_SWEEP_INTERVAL": (1.0, "duration"),
     "NODE_HEARTBEAT_INTERVAL": (2.0, "duration"),
-    # Lifecycle events (live views); off saves their cost on the hot path
+    # Publish lifecycle events to /ws/events and SSE subscribers (metrics and
+    # history count them either way)
     "EVENTS": (True, "bool"),
     # API and security
     "API_TOKENS": ([], "list"),

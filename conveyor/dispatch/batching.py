@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from conveyor.conf import conveyor_settings
 from conveyor.dispatch.groups import EVENTS_GROUP, queue_group
 from conveyor.dispatch.signals import wake_message
 
@@ -134,11 +135,14 @@ class EventBus:
         self.node = node
         self.buffer: list[Event] = []
         self._scheduled = False
-        self.listeners: list[Any] = []  # in-process callables (metrics)
+        self.listeners: list[Any] = []  # in-process callables (metrics, history)
+        self.publishing = conveyor_settings.EVENTS  # to /ws/events and SSE subscribers
 
     def add(self, events: Sequence[Event]) -> None:
         for listener in self.listeners:
             listener(events)
+        if not self.publishing:
+            return
         self.buffer.extend(events)
         if not self._scheduled:
             self._scheduled = True

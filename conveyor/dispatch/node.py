@@ -80,7 +80,9 @@ class NodeHooks(BrokerHooks):
 
     def __init__(self, node: Node) -> None:
         self.node = node
-        self.wants_events = conveyor_settings.EVENTS
+        # Always: the node's metrics and history charts count events even
+        # when CONVEYOR_EVENTS=0 turns off publishing them to subscribers.
+        self.wants_events = True
 
     def wake(self, queues: Any, at: datetime | None = None) -> None:
         self.node.call_soon(self.node.waker.wake, list(queues), at)
