@@ -4,7 +4,10 @@
 
 Same workload for each: enqueue one by one, enqueue in bulk, drain N no-op
 tasks with concurrency 50, enqueue->start latency at a steady rate.
-Conveyor runs in its production shape (PostgreSQL + Redis, one node).
+Conveyor runs in its production shape (PostgreSQL + Redis, one node). The
+peers enqueue through their client library from the producer's process;
+Conveyor's equivalent is enqueuing from Django code (the broker, straight to
+PostgreSQL), shown next to its REST API numbers.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import ROOT
+from bench.common import ROOT, fresh_database
 from bench.dispatch_bench import bench_backend
 
 PEERS_PYTHON = ROOT / "bench" / ".peers" / "bin" / "python"
@@ -41,6 +44,16 @@ def peer(script: str, args: argparse.Namespace) -> dict[str, float]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def in_process() -> dict[str, float]:
+    """Conveyor's enqueue from Django code (no HTTP), as the peers' clients enqueue."""
+    url = fresh_database("postgres", "conveyor_compare_inproc")
+    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "conveyor_site.settings"}
+    argv = [sys.executable, str(ROOT / "bench" / "broker_bench.py"), "--inner", "--tasks", "10000"]
+    out = subprocess.run(argv, cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    return {"enqueue_code_one_per_s": result["enqueue_one"], "enqueue_code_batch_per_s": result["enqueue_batch"]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", type=int, default=20000)
@@ -48,6 +61,7 @@ def main() -> None:
     parser.add_argument("--latency-tasks", type=int, default=2000)
     args = parser.parse_args()
     results = {"conveyor": bench_backend("cluster", args.tasks, 2, 50, args.rate, args.latency_tasks)}
+    results["conveyor"].update(in_process())
     if PEERS_PYTHON.exists():
         results["celery"] = peer("celery_bench.py", args)
         results["procrastinate"] = peer("procrastinate_bench.py", args)
@@ -56,8 +70,11 @@ def main() -> None:
             "bench/.peers is missing: run `make bench-peers` to compare with Celery and procrastinate", file=sys.stderr
         )
     rows = [
-        ("enqueue one-by-one (tasks/s)", "enqueue_one_per_s", "{:,.0f}"),
-        ("enqueue in bulk (tasks/s)", "enqueue_batch_per_s", "{:,.0f}"),
+        ("enqueue one-by-one, client library (tasks/s)", "enqueue_code_one_per_s", "{:,.0f}"),
+        ("enqueue in bulk, client library (tasks/s)", "enqueue_code_batch_per_s", "{:,.0f}"),
+        ("enqueue one-by-one over HTTP (tasks/s)", "enqueue_one_per_s", "{:,.0f}"),
+        ("enqueue one-by-one over HTTP, 8 producers", "enqueue_one_8_per_s", "{:,.0f}"),
+        ("enqueue in bulk over HTTP (tasks/s)", "enqueue_batch_per_s", "{:,.0f}"),
         (f"drain {args.tasks:,} no-op, concurrency 50 (tasks/s)", "drain_per_s", "{:,.0f}"),
         (f"latency p50 at {args.rate:.0f}/s (ms)", "latency_p50_ms", "{:.1f}"),
         (f"latency p95 at {args.rate:.0f}/s (ms)", "latency_p95_ms", "{:.1f}"),

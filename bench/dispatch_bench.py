@@ -3,7 +3,8 @@
     .venv/bin/python bench/dispatch_bench.py [--backends dev,cluster] [--tasks 20000]
 
 Per backend (dev = SQLite + in-memory layer; cluster = PostgreSQL + Redis):
-  * enqueue tasks/s over HTTP: one by one from one producer, and in batches of 1000
+  * enqueue tasks/s over HTTP: one by one from one producer and from 8 concurrent
+    producers (threads of the benchmark process), and in batches of 1000
   * drain tasks/s: 20,000 no-op tasks already queued, workers with total concurrency 50
   * enqueue -> handler start latency (producer's clock to handler start): to an
     idle worker over 200 tasks sent one at a time, and p50/p95/p99 at a steady
@@ -138,6 +139,20 @@ def stop_all(procs: list[subprocess.Popen]) -> list[float]:
 IDLE_TASKS = 200
 
 
+def concurrent_enqueue(url: str, producers: int, count: int) -> float:
+    """Tasks/s with *producers* clients each enqueuing one task per request."""
+
+    def produce(n: int) -> None:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            for _ in range(n):
+                client.post("/api/v1/tasks", json={"type": "noop", "queue": "single", "json": {}})
+
+    with ThreadPoolExecutor(max_workers=producers) as pool:
+        start = time.perf_counter()
+        list(pool.map(produce, [count // producers] * producers))
+        return count // producers * producers / (time.perf_counter() - start)
+
+
 def steady_load(url: str, rate: float, count: int, tag: str = "steady") -> None:
     """Open-loop producer: one enqueue every 1/rate s, however long each takes.
 
@@ -176,6 +191,7 @@ def bench_backend(
         for _ in range(n):
             node.http.post("/api/v1/tasks", json={"type": "noop", "queue": "single", "json": {}})
         out["enqueue_one_per_s"] = n / (time.perf_counter() - start)
+        out["enqueue_one_8_per_s"] = concurrent_enqueue(node.url, 8, 4000)
 
         # Enqueue in batches of 1000 (into the paused drain queue).
         node.http.post("/api/v1/queues/drain/pause")
@@ -245,6 +261,7 @@ def main() -> None:
         return
     rows = [
         ("enqueue one-by-one (tasks/s)", "enqueue_one_per_s", "{:,.0f}"),
+        ("enqueue one-by-one, 8 producers (tasks/s)", "enqueue_one_8_per_s", "{:,.0f}"),
         ("enqueue batch of 1000 (tasks/s)", "enqueue_batch_per_s", "{:,.0f}"),
         (f"drain {args.tasks:,} no-op, concurrency {args.concurrency} (tasks/s)", "drain_per_s", "{:,.0f}"),
         (f"idle worker: latency p50 over {IDLE_TASKS} (ms)", "idle_p50_ms", "{:.1f}"),

@@ -57,7 +57,9 @@ class Subscriber(threading.Thread):
 def drain(node: Node, tasks: int, queue: str) -> float:
     node.http.post(f"/api/v1/queues/{queue}/pause")
     for _ in range(tasks // 1000):
-        node.http.post("/api/v1/tasks/batch", json={"tasks": [{"type": "noop", "queue": queue, "json": {}} for _ in range(1000)]})
+        node.http.post(
+            "/api/v1/tasks/batch", json={"tasks": [{"type": "noop", "queue": queue, "json": {}} for _ in range(1000)]}
+        )
     procs = start_workers(node.url, 2, 25, f"{queue}=1")
     wait_sessions(node, 2)
     start = time.perf_counter()
