@@ -35,7 +35,15 @@ def run(backend: str, tasks: int, concurrency: int) -> float:
     node = Node(backend)
     port = free_port()
     endpoint = subprocess.Popen(
-        [sys.executable, str(ROOT / "examples" / "webhook_endpoint.py"), "--port", str(port), "--conveyor", node.url],
+        [
+            sys.executable,
+            str(ROOT / "examples" / "webhook_endpoint.py"),
+            "--port",
+            str(port),
+            "--conveyor",
+            node.url,
+            "--quiet",
+        ],
         env={**os.environ, "WEBHOOK_SECRET": "bench-secret"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -55,8 +55,9 @@ def verify(secrets: list[str], timestamp: str, signature: str, body: bytes) -> b
 
 
 class Endpoint:
-    def __init__(self, secrets: list[str], conveyor_url: str, log_path: str | None) -> None:
+    def __init__(self, secrets: list[str], conveyor_url: str, log_path: str | None, quiet: bool = False) -> None:
         self.secrets = secrets
+        self.quiet = quiet
         self.conveyor_url = conveyor_url.rstrip("/")
         self.log_path = log_path
         self.lock = threading.Lock()
@@ -64,6 +65,8 @@ class Endpoint:
 
     def log(self, event: str, **fields: Any) -> None:
         if not self.log_path:
+            if not self.quiet:
+                print(event, " ".join(f"{k}={v}" for k, v in fields.items()), flush=True)
             return
         line = json.dumps({"event": event, "t": time.time(), "pid": os.getpid(), **fields})
         with self.lock, open(self.log_path, "a") as f:
@@ -223,10 +226,11 @@ def main() -> None:
     parser.add_argument(
         "--conveyor", default=os.environ.get("CONVEYOR_URL", "http://127.0.0.1:8080"), help="where to call back"
     )
-    parser.add_argument("--log", help="append one JSON line per event here")
+    parser.add_argument("--log", help="append one JSON line per event here (else a short line goes to stdout)")
+    parser.add_argument("--quiet", action="store_true", help="print nothing per event")
     args = parser.parse_args()
     secrets = [s for s in os.environ.get("WEBHOOK_SECRET", "").split(",") if s]
-    endpoint = Endpoint(secrets, args.conveyor, args.log)
+    endpoint = Endpoint(secrets, args.conveyor, args.log, args.quiet)
     server = Server((args.host, args.port), make_handler(endpoint))
     print(
         f"webhook endpoint listening on http://{args.host}:{server.server_address[1]}/ ({'signed' if secrets else 'unsigned'})",

@@ -44,6 +44,10 @@ def serve(host: str, port: int, *, dev: bool, ready: Callable[[str], None] | Non
             self.ports.append(port)
             super().listen_success(port)
 
+        def listen_error(self, failure: Any) -> None:
+            state["status"] = 1
+            super().listen_error(failure)
+
     node = Node(host=host, port=port, dev=dev)
     install_services(node)
     server = NodeServer(

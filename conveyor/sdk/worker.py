@@ -371,6 +371,11 @@ class AsyncWorker:
         if running.dropped:
             return
         self.completed += len(outcomes)
+        for task_id, outcome, error, _result in outcomes:
+            if outcome in (p.RETRY, p.SKIP_RETRY):
+                # A failure is worth a line in the worker's own log too.
+                verdict = "failed, will retry" if outcome == p.RETRY else "failed, no retry"
+                logger.warning("task %s %s: %s", task_id, verdict, error)
         if running.batch_lease is None:
             task_id, outcome, error, result = outcomes[0]
             frame: dict[str, Any] = {
@@ -446,8 +451,7 @@ class AsyncWorker:
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.drain_timeout
-        if self._running:
-            logger.info("draining %d running tasks (up to %.0fs)", len(self._running), self.drain_timeout)
+        logger.info("stopping: draining %d running tasks (up to %.0fs)", len(self._running), self.drain_timeout)
         recv: asyncio.Future[Any] | None = None
         try:
             while self._running and loop.time() < deadline:

@@ -205,9 +205,7 @@ class WebhookGateway(Gateway):
         extensions = {"sni_hostname": target.sni_hostname} if target.sni_hostname else {}
         for index, url in enumerate(target.urls):
             try:
-                response = await client.post(
-                    url, content=body, headers=headers, timeout=timeout, extensions=extensions
-                )
+                response = await client.post(url, content=body, headers=headers, timeout=timeout, extensions=extensions)
                 break
             except httpx.ConnectError:
                 # Try the host's next approved address (e.g. ::1 refused, 127.0.0.1 listening).

@@ -65,3 +65,18 @@ def test_a_non_dev_node_with_tokens_answers_401_without_one(production_env):
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
     finally:
         assert node.stop() == 0
+
+
+def test_a_node_whose_port_is_taken_exits_non_zero_and_says_so(tmp_path):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        env = {**base_env(), "DATABASE_URL": f"sqlite:///{tmp_path}/conveyor.sqlite3"}
+        argv = [sys.executable, "manage.py", "conveyord", "--dev", "--port", str(port)]
+        result = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert f"could not listen on 127.0.0.1:{port}" in result.stderr
+    assert "--port" in result.stderr

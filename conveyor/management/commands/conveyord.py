@@ -50,13 +50,21 @@ class Command(BaseCommand):
             mode = "dev" if dev else "production"
             self.stdout.write(f"Conveyor node listening on {url} ({mode}; {connection.vendor})")
             self.stdout.write(f"  dashboard {url}/   admin {url}/admin/   API docs {url}/api/v1/docs")
+            if dev and not conveyor_settings.API_TOKENS:
+                self.stdout.write("  authentication is off (dev mode): keep this node on a trusted interface")
             if not has_login:
+                prefix = f"DATABASE_URL={os.environ['DATABASE_URL']} " if os.environ.get("DATABASE_URL") else ""
                 self.stdout.write(
-                    "  no dashboard login yet: create one with `.venv/bin/python manage.py createsuperuser`"
+                    f"  no dashboard login yet: create one with `{prefix}.venv/bin/python manage.py createsuperuser`"
                 )
             self.stdout.flush()
 
         status = serve(host, port, dev=dev, ready=ready)
+        if status:
+            raise CommandError(
+                f"could not listen on {host}:{port} (is another process using it?); pick another with --port"
+                " (`make run PORT=8081`)"
+            )
         sys.exit(status)
 
 
