@@ -153,16 +153,18 @@ def concurrent_enqueue(url: str, producers: int, count: int) -> float:
         return count // producers * producers / (time.perf_counter() - start)
 
 
-def steady_load(url: str, rate: float, count: int, tag: str = "steady") -> None:
+def steady_load(url: str, rate: float, count: int, warmup: int = 0) -> None:
     """Open-loop producer: one enqueue every 1/rate s, however long each takes.
 
     The POSTs go out from a small pool of connections so a slow response
     never delays the next send (a closed loop would hide queueing delay).
+    The first *warmup* tasks are tagged "warmup" (not measured): they open
+    the pool's connections, which costs the producer and the node a burst.
     """
     interval = 1.0 / rate
     local = threading.local()
 
-    def send() -> None:
+    def send(tag: str) -> None:
         if not hasattr(local, "client"):
             local.client = httpx.Client(base_url=url, timeout=60)
         local.client.post(
@@ -171,11 +173,11 @@ def steady_load(url: str, rate: float, count: int, tag: str = "steady") -> None:
 
     with ThreadPoolExecutor(max_workers=16) as pool:
         next_at = time.perf_counter()
-        for _ in range(count):
+        for i in range(warmup + count):
             pause = next_at - time.perf_counter()
             if pause > 0:
                 time.sleep(pause)
-            pool.submit(send)
+            pool.submit(send, "warmup" if i < warmup else "steady")
             next_at += interval
 
 
@@ -223,8 +225,7 @@ def bench_backend(
                 "/api/v1/tasks", json={"type": "noop", "queue": "idle", "json": {"t": time.time(), "tag": "idle"}}
             )
             time.sleep(0.025)
-        steady_load(node.url, rate, int(rate), tag="warmup")  # one second: connections, caches
-        steady_load(node.url, rate, latency_tasks)
+        steady_load(node.url, rate, latency_tasks, warmup=int(rate))  # one unmeasured second first
         while node.unfinished("lat") or node.unfinished("idle"):
             time.sleep(0.05)
         time.sleep(0.3)
