@@ -228,6 +228,21 @@ def test_purge_keeps_a_finished_task_an_unresolved_dependency_edge_still_needs(b
     assert reload(broker, dependent.id).state == State.PENDING
 
 
+def test_purge_deletes_a_finished_dependent_together_with_its_own_edges(broker, clock):
+    upstream = enqueue(broker)
+    dependent = enqueue(broker, depends_on=[Dependency(upstream.id)])
+    for _ in range(2):  # the upstream, then the dependent it released
+        leased = lease_one(broker)
+        broker.ack(leased.id, leased.lease_id)
+    assert broker.edges.filter(task_id=dependent.id).exists()
+
+    report = broker.purge()
+
+    assert report.count == 2
+    assert not broker.tasks.filter(id__in=[upstream.id, dependent.id]).exists()
+    assert not broker.edges.filter(task_id=dependent.id).exists()
+
+
 def test_purge_frees_lapsed_unique_claims(broker, clock):
     holder = enqueue(broker, unique_key="report-42", unique_ttl=60)
     clock.advance(60)
