@@ -19,10 +19,52 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import ROOT, fresh_database, rate, timed
+
+
+def workload(
+    tasks: int, enqueue_one: Callable[[], None], enqueue_thousand: Callable[[], None], lease_ack: Callable[[int], int]
+) -> dict[str, float]:
+    """Time the same steps for any implementation of them.
+
+    ``lease_ack(size)`` leases up to *size* tasks, acks them and returns how
+    many it got (0 when the queue is empty).
+    """
+    results: dict[str, float] = {}
+
+    def one_by_one() -> int:
+        n = min(tasks, 2000)
+        for _ in range(n):
+            enqueue_one()
+        return n
+
+    def batched() -> int:
+        for _ in range(tasks // 1000):
+            enqueue_thousand()
+        return tasks // 1000 * 1000
+
+    for name, step in (("enqueue_one", one_by_one), ("enqueue_batch", batched)):
+        count, seconds = timed(step)
+        results[name] = count / seconds
+    for size in (1, 10, 100):
+        budget = min(tasks, 1000 if size == 1 else 3000)
+
+        def drain(size: int = size, budget: int = budget) -> int:
+            done = 0
+            while done < budget:
+                got = lease_ack(size)
+                if not got:
+                    break
+                done += got
+            return done
+
+        count, seconds = timed(drain)
+        results[f"lease_ack_{size}"] = count / seconds
+    return results
 
 
 def run_inner(tasks: int) -> dict[str, float]:
@@ -33,41 +75,19 @@ def run_inner(tasks: int) -> dict[str, float]:
     from conveyor.broker.hooks import BrokerHooks
 
     broker = Broker(hooks=BrokerHooks())
-    results: dict[str, float] = {}
 
-    def one_by_one() -> int:
-        n = min(tasks, 2000)
-        for _ in range(n):
-            broker.enqueue(TaskSpec(type="bench", payload=b"{}", queue="one"))
-        return n
+    def lease_ack(size: int) -> int:
+        leased = broker.lease("lease", size).tasks
+        if leased:
+            broker.ack_many([(t, None) for t in leased])
+        return len(leased)
 
-    count, seconds = timed(one_by_one)
-    results["enqueue_one"] = count / seconds
-
-    def batched() -> int:
-        for _ in range(tasks // 1000):
-            broker.enqueue_batch([TaskSpec(type="bench", payload=b"{}", queue="lease") for _ in range(1000)])
-        return tasks // 1000 * 1000
-
-    count, seconds = timed(batched)
-    results["enqueue_batch"] = count / seconds
-
-    for size in (1, 10, 100):
-        budget = min(tasks, 1000 if size == 1 else 3000)
-
-        def lease_ack(size: int = size, budget: int = budget) -> int:
-            done = 0
-            while done < budget:
-                leased = broker.lease("lease", size).tasks
-                if not leased:
-                    break
-                broker.ack_many([(t, None) for t in leased])
-                done += len(leased)
-            return done
-
-        count, seconds = timed(lease_ack)
-        results[f"lease_ack_{size}"] = count / seconds
-    return results
+    return workload(
+        tasks,
+        lambda: broker.enqueue(TaskSpec(type="bench", payload=b"{}", queue="one")),
+        lambda: broker.enqueue_batch([TaskSpec(type="bench", payload=b"{}", queue="lease") for _ in range(1000)]),
+        lease_ack,
+    )
 
 
 RAW_SCHEMA = """
@@ -96,47 +116,28 @@ def run_raw(url: str, tasks: int) -> dict[str, float]:
     """The same workload in plain SQL: the reference the broker is held to."""
     import psycopg
 
-    results: dict[str, float] = {}
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(RAW_SCHEMA)
 
-        def one_by_one() -> int:
-            n = min(tasks, 2000)
-            for _ in range(n):
-                conn.execute("INSERT INTO raw_jobs (queue, payload) VALUES ('one', '{}')")
-            return n
+        def enqueue_thousand() -> None:
+            with conn.transaction():
+                conn.execute(
+                    "INSERT INTO raw_jobs (queue, payload) SELECT * FROM unnest(%s::text[], %s::bytea[])",
+                    (["lease"] * 1000, [b"{}"] * 1000),
+                )
 
-        count, seconds = timed(one_by_one)
-        results["enqueue_one"] = count / seconds
+        def lease_ack(size: int) -> int:
+            ids = [row[0] for row in conn.execute(RAW_LEASE, ("lease", size)).fetchall()]
+            if ids:
+                conn.execute("UPDATE raw_jobs SET state = 'completed' WHERE id = ANY(%s)", (ids,))
+            return len(ids)
 
-        def batched() -> int:
-            for _ in range(tasks // 1000):
-                with conn.transaction():
-                    conn.execute(
-                        "INSERT INTO raw_jobs (queue, payload) SELECT * FROM unnest(%s::text[], %s::bytea[])",
-                        (["lease"] * 1000, [b"{}"] * 1000),
-                    )
-            return tasks // 1000 * 1000
-
-        count, seconds = timed(batched)
-        results["enqueue_batch"] = count / seconds
-
-        for size in (1, 10, 100):
-            budget = min(tasks, 1000 if size == 1 else 3000)
-
-            def lease_ack(size: int = size, budget: int = budget) -> int:
-                done = 0
-                while done < budget:
-                    ids = [row[0] for row in conn.execute(RAW_LEASE, ("lease", size)).fetchall()]
-                    if not ids:
-                        break
-                    conn.execute("UPDATE raw_jobs SET state = 'completed' WHERE id = ANY(%s)", (ids,))
-                    done += len(ids)
-                return done
-
-            count, seconds = timed(lease_ack)
-            results[f"lease_ack_{size}"] = count / seconds
-    return results
+        return workload(
+            tasks,
+            lambda: conn.execute("INSERT INTO raw_jobs (queue, payload) VALUES ('one', '{}')"),
+            enqueue_thousand,
+            lease_ack,
+        )
 
 
 def main() -> None:

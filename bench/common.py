@@ -48,3 +48,28 @@ def percentile(values: list[float], p: float) -> float:
         return float("nan")
     index = min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))
     return ordered[index]
+
+
+def latency_percentiles(samples: list[float], prefix: str = "latency") -> dict[str, float]:
+    """p50/p95/p99 of *samples* (seconds) as ``{prefix}_p50_ms`` … in milliseconds."""
+    return {f"{prefix}_p{p}_ms": percentile(samples, p) * 1000 for p in (50, 95, 99)}
+
+
+def peak_rss_mb(pid: int) -> float:
+    """Peak resident memory of a live process (VmHWM), in MB."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def print_table(rows: list[tuple[str, str, str]], results: dict[str, dict[str, float]], width: int = 52) -> None:
+    """One line per (label, key, format) row, one column per result; "-" where a key is missing."""
+    names = list(results)
+    print(f"{'':{width}}" + "".join(f"{n:>15}" for n in names))
+    for label, key, fmt in rows:
+        cells = [fmt.format(results[n][key]) if key in results[n] else "-" for n in names]
+        print(f"{label:{width}}" + "".join(f"{c:>15}" for c in cells))

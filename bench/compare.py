@@ -20,7 +20,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import ROOT, fresh_database
+from bench.common import ROOT, fresh_database, print_table
 from bench.dispatch_bench import bench_backend
 
 PEERS_PYTHON = ROOT / "bench" / ".peers" / "bin" / "python"
@@ -81,11 +81,7 @@ def main() -> None:
         (f"latency p99 at {args.rate:.0f}/s (ms)", "latency_p99_ms", "{:.1f}"),
         ("worker peak RSS (MB)", "worker_rss_mb", "{:.0f}"),
     ]
-    names = list(results)
-    print(f"{'':50}" + "".join(f"{n:>15}" for n in names))
-    for label, key, fmt in rows:
-        cells = [fmt.format(results[n][key]) if key in results[n] else "-" for n in names]
-        print(f"{label:50}" + "".join(f"{c:>15}" for c in cells))
+    print_table(rows, results)
 
 
 if __name__ == "__main__":

@@ -33,17 +33,7 @@ import httpx
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import REDIS_URL, ROOT, fresh_database, percentile
-
-
-def peak_rss_mb(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
+from bench.common import REDIS_URL, ROOT, fresh_database, latency_percentiles, peak_rss_mb, print_table
 
 
 class Node:
@@ -233,9 +223,7 @@ def bench_backend(
         lines = [line.split() for line in Path(latency_log).read_text().splitlines() if line.strip()]
         idle = [float(parts[0]) for parts in lines if parts[1] == "idle"]
         steady = [float(parts[0]) for parts in lines if parts[1] == "steady"]
-        for p in (50, 95, 99):
-            out[f"idle_p{p}_ms"] = percentile(idle, p) * 1000
-            out[f"latency_p{p}_ms"] = percentile(steady, p) * 1000
+        out.update(latency_percentiles(idle, "idle") | latency_percentiles(steady))
         out["latency_samples"] = len(steady)
         out["node_rss_mb"] = peak_rss_mb(node.proc.pid)
     finally:
@@ -273,10 +261,7 @@ def main() -> None:
         ("node peak RSS (MB)", "node_rss_mb", "{:.0f}"),
         ("worker peak RSS (MB)", "worker_rss_mb", "{:.0f}"),
     ]
-    backends = list(results)
-    print(f"{'':52}" + "".join(f"{b:>14}" for b in backends))
-    for label, key, fmt in rows:
-        print(f"{label:52}" + "".join(f"{fmt.format(results[b][key]):>14}" for b in backends))
+    print_table(rows, results)
 
 
 if __name__ == "__main__":

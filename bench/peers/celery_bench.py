@@ -14,12 +14,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
+from bench.common import latency_percentiles, peak_rss_mb
 from bench.peers.celery_app import PREFIX, counter, noop
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
 
 
 def worker(concurrency: int) -> subprocess.Popen:
@@ -82,10 +78,8 @@ def main() -> None:
             time.sleep(next_at - time.perf_counter())
     wait_done(latency_tasks)
     samples = [float(x) for x in counter.lrange(f"{PREFIX}:latency", 0, -1)]
-    for p in (50, 95, 99):
-        out[f"latency_p{p}_ms"] = percentile(samples, p) * 1000
-    with open(f"/proc/{proc.pid}/status") as status:
-        out["worker_rss_mb"] = next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM"))
+    out.update(latency_percentiles(samples))
+    out["worker_rss_mb"] = peak_rss_mb(proc.pid)
     proc.send_signal(signal.SIGTERM)
     proc.wait(30)
     print(json.dumps(out))

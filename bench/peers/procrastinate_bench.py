@@ -15,9 +15,11 @@ import time
 import psycopg
 import redis
 
-PG_ADMIN = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from bench.common import PG_ADMIN, REDIS_URL, latency_percentiles, peak_rss_mb
+
 DB = PG_ADMIN.rsplit("/", 1)[0] + "/procrastinate_bench"
-REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 counter = redis.Redis.from_url(REDIS_URL)
 
 APP = """
@@ -36,11 +38,6 @@ def noop(sent=None):
     pipe.incr("procbench:done")
     pipe.execute()
 """
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
 
 
 def main() -> None:
@@ -105,10 +102,8 @@ def main() -> None:
         while int(counter.get("procbench:done") or 0) < latency_tasks:
             time.sleep(0.05)
     samples = [float(x) for x in counter.lrange("procbench:latency", 0, -1)]
-    for p in (50, 95, 99):
-        out[f"latency_p{p}_ms"] = percentile(samples, p) * 1000
-    with open(f"/proc/{proc.pid}/status") as status:
-        out["worker_rss_mb"] = next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM"))
+    out.update(latency_percentiles(samples))
+    out["worker_rss_mb"] = peak_rss_mb(proc.pid)
     proc.send_signal(signal.SIGTERM)
     proc.wait(30)
     print(json.dumps(out))

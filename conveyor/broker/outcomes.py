@@ -25,19 +25,6 @@ from conveyor.models import Task
 from conveyor.states import State
 
 CANCELED_WHILE_RUNNING = "canceled while running"
-# Columns an outcome needs from a locked row (not the payload or result).
-_OUTCOME_FIELDS = (
-    "id",
-    "queue",
-    "type",
-    "state",
-    "lease_id",
-    "retried",
-    "last_error",
-    "retention",
-    "has_dependents",
-    "concurrency_key",
-)
 MAX_ERROR_LENGTH = 4000
 
 
@@ -146,7 +133,7 @@ class OutcomeOps(BrokerBase):
             for values in self.tasks.select_for_update()
             .filter(id__in=list(wanted), state__is=State.ACTIVE)
             .order_by("id")
-            .values_list(*_OUTCOME_FIELDS)
+            .values_list(*pg.OUTCOME_COLUMNS)
             if values[4] == wanted[values[0]][0]
         ]
         self._complete_rows(won, wanted, now)

@@ -120,7 +120,9 @@ def mark_leased(using: str, leases: dict[str, str], expires: datetime, holder: s
         )
 
 
-ACK_RETURNING = (
+# Columns an outcome needs from a row (not the payload or result): what an
+# ack returns, and what the ORM outcome path reads from a locked row.
+OUTCOME_COLUMNS = (
     "id",
     "queue",
     "type",
@@ -146,7 +148,7 @@ def complete(
     ids = sorted(wanted)
     leases = [wanted[i][0] for i in ids]
     results = [wanted[i][1] for i in ids]
-    returning = ", ".join(f"t.{c}" for c in ACK_RETURNING)
+    returning = ", ".join(f"t.{c}" for c in OUTCOME_COLUMNS)
     if len(ids) <= FEW:
         # A short VALUES list plans faster than unnest.
         source = "(VALUES " + ", ".join(["(%s, %s, %s::bytea)"] * len(ids)) + ")"
