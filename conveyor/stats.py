@@ -44,30 +44,29 @@ class Tally:
 
 def save_counts(counts: dict[tuple[str, datetime], dict[str, int]], using: str = "default") -> None:
     """Add *counts* to their minute rows (create the row if it is new)."""
-    rows = QueueMinute.objects.db_manager(using)
     for (queue, minute), columns in counts.items():
         increments = {name: F(name) + n for name, n in columns.items()}
-        if rows.filter(queue=queue, minute=minute).update(**increments):
-            continue
-        try:
-            with transaction.atomic(using=using):
-                rows.create(queue=queue, minute=minute, **columns)
-        except IntegrityError:  # another node created it first
-            rows.filter(queue=queue, minute=minute).update(**increments)
+        _upsert(using, queue, minute, increments, columns)
 
 
 def record_backlog(backlog: dict[str, int], now: datetime, using: str = "default") -> None:
     """Store each queue's due waiting tasks as this minute's backlog; prune old rows."""
-    rows = QueueMinute.objects.db_manager(using)
     minute = minute_of(now)
     for queue, n in backlog.items():
-        if not rows.filter(queue=queue, minute=minute).update(backlog=n):
-            try:
-                with transaction.atomic(using=using):
-                    rows.create(queue=queue, minute=minute, backlog=n)
-            except IntegrityError:
-                rows.filter(queue=queue, minute=minute).update(backlog=n)
-    rows.filter(minute__lt=minute - KEEP).delete()
+        _upsert(using, queue, minute, {"backlog": n}, {"backlog": n})
+    QueueMinute.objects.db_manager(using).filter(minute__lt=minute - KEEP).delete()
+
+
+def _upsert(using: str, queue: str, minute: datetime, update: dict[str, Any], create: dict[str, Any]) -> None:
+    """Update the (queue, minute) row, or create it; another node may create it first."""
+    rows = QueueMinute.objects.db_manager(using)
+    if rows.filter(queue=queue, minute=minute).update(**update):
+        return
+    try:
+        with transaction.atomic(using=using):
+            rows.create(queue=queue, minute=minute, **create)
+    except IntegrityError:
+        rows.filter(queue=queue, minute=minute).update(**update)
 
 
 def history(now: datetime, minutes: int) -> list[dict[str, Any]]:

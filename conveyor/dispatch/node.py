@@ -78,11 +78,12 @@ def _same_cron(entry: Any, spec: Any) -> bool:
 class NodeHooks(BrokerHooks):
     """Broker hooks of a node: called from database threads, run on the loop."""
 
+    # Always: the node's metrics and history charts count events even when
+    # CONVEYOR_EVENTS=0 turns off publishing them to subscribers.
+    wants_events = True
+
     def __init__(self, node: Node) -> None:
         self.node = node
-        # Always: the node's metrics and history charts count events even
-        # when CONVEYOR_EVENTS=0 turns off publishing them to subscribers.
-        self.wants_events = True
 
     def wake(self, queues: Any, at: datetime | None = None) -> None:
         self.node.call_soon(self.node.waker.wake, list(queues), at)
@@ -120,7 +121,7 @@ class Node:
         # Queues other nodes dispatch (from their heartbeats, plus what they
         # announced since): only these need a wake through the layer.
         self.remote_queues: set[str] = set()
-        self._announced: set[str] = set()
+        self._announced: dict[str, float] = {}  # queue -> when (loop time)
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self.channel: str | None = None
         self.stopping = False
@@ -305,7 +306,7 @@ class Node:
                 self.fire_group(message["queue"], message["group"], message.get("task_type", ""), broadcast=False)
         elif kind == "conveyor.serving":
             if message.get("origin") != self.id:
-                self._announced.add(message["queue"])
+                self._announced[message["queue"]] = self.loop.time()
                 self.remote_queues.add(message["queue"])
         elif kind == "conveyor.webhook_settled":
             if message.get("origin") != self.id:
@@ -355,7 +356,11 @@ class Node:
                 others = await self.db.run(
                     cluster.beat, self.id, datetime.now(UTC), sorted(self.leader_of), inflight, self.port, serving
                 )
-                self.remote_queues = others | self._announced
+                # An announcement bridges the heartbeat view's lag; after two
+                # beats the announcer's own row says whether it still serves.
+                horizon = self.loop.time() - 2 * conveyor_settings.NODE_HEARTBEAT_INTERVAL
+                self._announced = {q: t for q, t in self._announced.items() if t > horizon}
+                self.remote_queues = others | set(self._announced)
                 counts = self.stats.take()
                 if counts:
                     await self.db.run(stats.save_counts, counts)
