@@ -53,9 +53,10 @@ class Command(BaseCommand):
             if dev and not conveyor_settings.API_TOKENS:
                 self.stdout.write("  authentication is off (dev mode): keep this node on a trusted interface")
             if not has_login:
-                prefix = f"DATABASE_URL={os.environ['DATABASE_URL']} " if os.environ.get("DATABASE_URL") else ""
+                # Never echo the URL itself: it may carry a password.
+                same_db = " (with the same DATABASE_URL)" if os.environ.get("DATABASE_URL") else ""
                 self.stdout.write(
-                    f"  no dashboard login yet: create one with `{prefix}.venv/bin/python manage.py createsuperuser`"
+                    f"  no dashboard login yet: create one with `.venv/bin/python manage.py createsuperuser`{same_db}"
                 )
             self.stdout.flush()
 
