@@ -65,7 +65,7 @@ def test_tasks_of_a_killed_node_are_recovered_by_lease_expiry_on_the_survivor(cl
     survivor = cluster.node(lease_ttl=2, **FAST)
     stranded = cluster.worker(doomed, concurrency=2)
     stranded.wait_connected(doomed)
-    ids = [doomed.enqueue(json={"sleep_first": 60})["id"] for _ in range(2)]
+    ids = [doomed.enqueue(json={"sleep_first": 60}, retention=60)["id"] for _ in range(2)]
     wait_for(lambda: len(stranded.events()) == 2, 10, what="both tasks running on the doomed node")
     rescuer = cluster.worker(survivor, concurrency=2)
     rescuer.wait_connected(survivor, count=2)
@@ -83,7 +83,7 @@ def test_heartbeats_keep_a_task_longer_than_three_lease_ttls_alive(cluster):
     node = cluster.node(lease_ttl=2.5, **FAST)
     worker = cluster.worker(node)
     worker.wait_connected(node)
-    task = node.enqueue(json={"sleep": 8})  # > 3 x TTL
+    task = node.enqueue(json={"sleep": 8}, retention=60)  # > 3 x TTL; kept once completed
     final = wait_state(node, task["id"], "completed", 30)
     assert final["attempt"] == 1
     assert [e["event"] for e in worker.events()] == ["start", "done"]
@@ -111,7 +111,7 @@ def test_group_of_ten_arrives_as_one_batch(cluster):
     node.api(
         "POST",
         "/api/v1/tasks/batch",
-        json={"tasks": [{"type": "report", "group": "g1", "json": {"n": i}} for i in range(10)]},
+        json={"tasks": [{"type": "report", "group": "g1", "json": {"n": i}, "retention": 60} for i in range(10)]},
     )
     wait_for(lambda: len(worker.events()) == 10, 15, what="batch delivery")
     assert {e["size"] for e in worker.events()} == {10}
@@ -130,7 +130,7 @@ def test_dependency_chain_runs_in_order(cluster):
         "/api/v1/tasks/tx",
         json={
             "tasks": [
-                {"id": "chain-c", "type": "e2e", "json": {}, "depends_on": ["chain-b"]},
+                {"id": "chain-c", "type": "e2e", "json": {}, "depends_on": ["chain-b"], "retention": 60},
                 {"id": "chain-b", "type": "e2e", "json": {"sleep": 0.2}, "depends_on": ["chain-a"]},
                 {"id": "chain-a", "type": "e2e", "json": {"sleep": 0.2}},
             ]

@@ -115,7 +115,7 @@ def test_accepted_task_kept_alive_by_heartbeats_then_reported(cluster, endpoints
     node = cluster.node(lease_ttl=2.5, **FAST)
     endpoint = endpoints(node)
     register(node, endpoint.url)
-    task = node.enqueue(json={"async": 8})  # more than 3 x the lease TTL
+    task = node.enqueue(json={"async": 8}, retention=60)  # > 3 x the lease TTL; kept once completed
     final = wait_state(node, task["id"], "completed", 30)
     assert final["attempt"] == 1
     assert len(endpoint.events("execute")) == 1
