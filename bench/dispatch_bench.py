@@ -56,6 +56,7 @@ class Node:
                 CONVEYOR_CHANNEL_PREFIX=f"bench{uuid.uuid4().hex[:6]}",
             )
         env["CONVEYOR_LOG_LEVEL"] = os.environ.get("BENCH_NODE_LOG_LEVEL", "WARNING")
+        self.env = env  # a producer enqueuing from Django code needs the same database and layer
         self.log = tempfile.NamedTemporaryFile("w+", prefix="conveyor-bench-node-", suffix=".log", delete=False)  # noqa: SIM115 (lives as long as the node)
         self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, text=True)
         self.url = self._wait_url()

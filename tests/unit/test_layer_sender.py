@@ -1,0 +1,80 @@
+"""The channel-layer sender of non-node processes, against a real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+
+import pytest
+from channels_redis.core import RedisChannelLayer
+
+from conveyor.dispatch.signals import LayerSender
+from tests.conftest import require_services
+from tests.services import redis_problem
+
+REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+@pytest.fixture
+def layer() -> RedisChannelLayer:
+    problem = redis_problem(REDIS_URL)
+    if problem:
+        if require_services():
+            pytest.fail(problem)
+        pytest.skip(problem)
+    return RedisChannelLayer(hosts=[REDIS_URL], prefix=f"test{uuid.uuid4().hex[:8]}")
+
+
+async def _join_and_receive(layer: RedisChannelLayer, group: str, count: int, ready: asyncio.Event) -> list[dict]:
+    channel = await layer.new_channel()
+    await layer.group_add(group, channel)
+    ready.set()
+    return [await asyncio.wait_for(layer.receive(channel), 5) for _ in range(count)]
+
+
+def test_messages_arrive_in_the_order_sent_whether_waited_for_or_not(layer: RedisChannelLayer) -> None:
+    sender = LayerSender()
+
+    async def scenario() -> list[dict]:
+        ready = asyncio.Event()
+        receiving = asyncio.create_task(_join_and_receive(layer, "g", 20, ready))
+        await ready.wait()
+        loop = asyncio.get_running_loop()
+
+        def send_all() -> None:
+            for i in range(20):
+                sender.send(layer, "g", {"type": "t", "n": i}, wait=i % 3 == 0)
+            sender.flush()
+
+        await loop.run_in_executor(None, send_all)
+        return await receiving
+
+    got = asyncio.run(scenario())
+    assert [m["n"] for m in got] == list(range(20))
+
+
+def test_one_loop_and_one_connection_serve_every_message(layer: RedisChannelLayer) -> None:
+    sender = LayerSender()
+    for i in range(5):
+        sender.send(layer, "nobody", {"type": "t", "n": i}, wait=True)
+    first_loop = sender._loop
+    sender.send(layer, "nobody", {"type": "t"}, wait=True)
+    assert sender._loop is first_loop
+    # channels_redis keeps one connection pool per event loop it was used from.
+    assert list(layer._layers) == [first_loop]
+
+
+def test_a_wake_that_redis_refuses_raises_to_the_caller() -> None:
+    sender = LayerSender()
+    dead = RedisChannelLayer(hosts=["redis://127.0.0.1:1/0"], prefix="dead")
+    with pytest.raises(Exception):  # noqa: B017 (the connection error of redis-py)
+        sender.send(dead, "g", {"type": "t"}, wait=True)
+
+
+def test_flush_waits_for_messages_sent_without_waiting(layer: RedisChannelLayer) -> None:
+    sender = LayerSender()
+    for i in range(50):
+        sender.send(layer, "nobody", {"type": "t", "n": i}, wait=False)
+    sender.flush(timeout=5)
+    assert not sender._pending
