@@ -5,7 +5,7 @@
 The peers' producers call their client library (`delay()`, `defer()`);
 Conveyor's equivalent is the broker called from Django code: an INSERT
 committed to PostgreSQL, then a wake over the channel layer to the nodes.
-Each payload carries {"t": send time, "tag": "warmup"|"steady"} for
+Each payload carries {"t": send time, "tag": "warmup"|"code"} for
 bench/worker_proc.py. One process, one thread, a fixed schedule: a slow
 enqueue delays the next one, as the peers' producers do.
 """
@@ -31,7 +31,7 @@ def main() -> None:
     broker = get_broker()
     interval, next_at = 1.0 / rate, time.perf_counter()
     for i in range(warmup + count):
-        tag = "warmup" if i < warmup else "steady"
+        tag = "warmup" if i < warmup else "code"
         payload = json.dumps({"t": time.time(), "tag": tag}).encode()
         broker.enqueue(TaskSpec(type="noop", payload=payload, queue=queue))
         next_at += interval

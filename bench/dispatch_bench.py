@@ -8,8 +8,10 @@ Per backend (dev = SQLite + in-memory layer; cluster = PostgreSQL + Redis):
   * drain tasks/s: 20,000 no-op tasks already queued, workers with total concurrency 50
   * enqueue -> handler start latency (producer's clock to handler start): to an
     idle worker over 200 tasks sent one at a time, and p50/p95/p99 at a steady
-    200 tasks/s from an open-loop producer (after one unmeasured second of
-    the same load, which opens the producer's connections)
+    200 tasks/s from an open-loop producer over HTTP (after one unmeasured
+    second of the same load, which opens the producer's connections); on the
+    cluster also at 200 tasks/s from a producer enqueuing from Django code
+    (bench/code_producer.py, the equivalent of Celery's delay())
   * peak RSS of the node and of a worker process
 Every task is durably committed (enqueue, lease and ack are real transactions).
 """
@@ -57,6 +59,7 @@ class Node:
             )
         env["CONVEYOR_LOG_LEVEL"] = os.environ.get("BENCH_NODE_LOG_LEVEL", "WARNING")
         self.env = env  # a producer enqueuing from Django code needs the same database and layer
+        self.shared_layer = backend != "dev"
         self.log = tempfile.NamedTemporaryFile("w+", prefix="conveyor-bench-node-", suffix=".log", delete=False)  # noqa: SIM115 (lives as long as the node)
         self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, text=True)
         self.url = self._wait_url()
@@ -209,7 +212,7 @@ def bench_backend(
         # Latency, measured from the producer's clock to the handler start:
         # first to an idle worker (one task at a time), then at a steady rate.
         latency_log = tempfile.mktemp(prefix="conveyor-latency-")
-        procs = start_workers(node.url, 1, concurrency, "idle=1,lat=1", latency_log)
+        procs = start_workers(node.url, 1, concurrency, "idle=1,lat=1,code=1", latency_log)
         wait_sessions(node, 1)
         for _ in range(IDLE_TASKS):
             node.http.post(
@@ -217,14 +220,23 @@ def bench_backend(
             )
             time.sleep(0.025)
         steady_load(node.url, rate, latency_tasks, warmup=int(rate))  # one unmeasured second first
-        while node.unfinished("lat") or node.unfinished("idle"):
+        if node.shared_layer:
+            # Another process reaches the node only through Redis (the
+            # in-memory layer of a dev node has no way in but the self-check).
+            producer = [sys.executable, str(ROOT / "bench" / "code_producer.py"), "code", str(rate)]
+            producer += [str(latency_tasks), str(int(rate))]
+            subprocess.run(producer, cwd=ROOT, env=node.env, check=True)
+        while node.unfinished("lat") or node.unfinished("idle") or node.unfinished("code"):
             time.sleep(0.05)
         time.sleep(0.3)
         stop_all(procs)
         lines = [line.split() for line in Path(latency_log).read_text().splitlines() if line.strip()]
         idle = [float(parts[0]) for parts in lines if parts[1] == "idle"]
         steady = [float(parts[0]) for parts in lines if parts[1] == "steady"]
+        code = [float(parts[0]) for parts in lines if parts[1] == "code"]
         out.update(latency_percentiles(idle, "idle") | latency_percentiles(steady))
+        if code:
+            out.update(latency_percentiles(code, "code"))
         out["latency_samples"] = len(steady)
         out["node_rss_mb"] = peak_rss_mb(node.proc.pid)
     finally:
@@ -259,6 +271,9 @@ def main() -> None:
         (f"latency p50 at {args.rate:.0f}/s (ms)", "latency_p50_ms", "{:.1f}"),
         (f"latency p95 at {args.rate:.0f}/s (ms)", "latency_p95_ms", "{:.1f}"),
         (f"latency p99 at {args.rate:.0f}/s (ms)", "latency_p99_ms", "{:.1f}"),
+        (f"from Django code: latency p50 at {args.rate:.0f}/s (ms)", "code_p50_ms", "{:.1f}"),
+        (f"from Django code: latency p95 at {args.rate:.0f}/s (ms)", "code_p95_ms", "{:.1f}"),
+        (f"from Django code: latency p99 at {args.rate:.0f}/s (ms)", "code_p99_ms", "{:.1f}"),
         ("node peak RSS (MB)", "node_rss_mb", "{:.0f}"),
         ("worker peak RSS (MB)", "worker_rss_mb", "{:.0f}"),
     ]

@@ -21,6 +21,7 @@ SPEC: dict[str, tuple[Any, str]] = {
     "LEASE_TTL": (60.0, "duration"),
     "LEASE_BATCH_MAX": (100, "int"),
     "DB_THREADS": (4, "int"),
+    "PREPARED_STATEMENTS": (True, "bool"),
     "SHUTDOWN_TIMEOUT": (10.0, "duration"),
     "DISPATCH_SELF_CHECK": (5.0, "duration"),
     "TYPE_BREAKER_PROBE_DELAY": (1.0, "duration"),

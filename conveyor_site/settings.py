@@ -13,6 +13,7 @@ from pathlib import Path
 
 from conveyor.conf import from_env
 from conveyor_site.dburl import parse_database_url, sqlite_config
+from conveyor_site.layers import redis_channel_layer
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("CONVEYOR_VAR_DIR", BASE_DIR / "var"))
@@ -79,17 +80,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 if os.environ.get("REDIS_URL"):
     CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {
-                # redis-py's default 5 s socket timeout races channels-redis'
-                # 5 s blocking pop; give reads room.
-                "hosts": [{"address": os.environ["REDIS_URL"], "socket_timeout": 30, "socket_connect_timeout": 5}],
-                "prefix": os.environ.get("CONVEYOR_CHANNEL_PREFIX", "conveyor"),
-                "capacity": 5000,
-                "expiry": 30,
-            },
-        }
+        "default": redis_channel_layer(os.environ["REDIS_URL"], os.environ.get("CONVEYOR_CHANNEL_PREFIX", "conveyor"))
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}

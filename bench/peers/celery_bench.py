@@ -78,7 +78,7 @@ def main() -> None:
             time.sleep(next_at - time.perf_counter())
     wait_done(latency_tasks)
     samples = [float(x) for x in counter.lrange(f"{PREFIX}:latency", 0, -1)]
-    out.update(latency_percentiles(samples))
+    out.update(latency_percentiles(samples, "code"))  # their client library, like Conveyor's code_producer
     out["worker_rss_mb"] = peak_rss_mb(proc.pid)
     proc.send_signal(signal.SIGTERM)
     proc.wait(30)

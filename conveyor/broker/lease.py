@@ -93,9 +93,7 @@ class LeaseOps(BrokerBase):
                 "n": n,
             }
             params = [values[slot] if isinstance(slot, str) else slot[0] for slot in slots]
-            with connections[self.db].cursor() as cursor:
-                cursor.execute(sql, params)
-                rows = cursor.fetchall()
+            rows = pg.run(self.db, sql, params)
             width = len(LEASED_COLUMNS)
             next_due, paused, rate, limit, actual = rows[0][width:]
             actual = actual or "fifo"

@@ -6,6 +6,13 @@ is 30,000 placeholders that the driver splits and binds one by one, and a
 statements take one array per column instead (``unnest``), so their cost
 no longer grows with the number of placeholders. SQLite keeps the ORM
 forms; the conformance suite runs every rule against both.
+
+They run as server-side prepared statements (``run``): Django binds
+parameters on the client, so PostgreSQL would parse and plan every
+statement afresh, and planning the one-statement lease costs twice its
+execution (0.87 ms -> 0.32 ms a lease of one task, commit included).
+``PREPARED_STATEMENTS = False`` turns this off, e.g. behind a pooler that
+cannot carry prepared statements.
 """
 
 from __future__ import annotations
@@ -15,9 +22,37 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import psycopg
 from django.db import connections
 
+from conveyor.conf import conveyor_settings
 from conveyor.models import Task
+
+# psycopg prepares a statement only when a connection allows it; Django's
+# connections don't. Allow it, but never automatically: only the statements
+# run here ask for it.
+_NEVER_AUTOMATICALLY = 2**31 - 1
+
+
+def run(using: str, sql: str, params: Sequence[Any], *, fetch: bool = True) -> list[tuple[Any, ...]]:
+    """Execute one hot-path statement on PostgreSQL as a prepared statement.
+
+    Same connection and transaction as the ORM's; errors are Django's
+    (``wrap_database_errors`` also marks a broken connection for replacement).
+    """
+    connection = connections[using]
+    if not conveyor_settings.PREPARED_STATEMENTS:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall() if fetch else []
+    connection.ensure_connection()
+    raw = connection.connection
+    if raw.prepare_threshold is None:
+        raw.prepare_threshold = _NEVER_AUTOMATICALLY
+    with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
+        cursor.execute(sql, params, prepare=True)
+        return cursor.fetchall() if fetch else []
+
 
 _COLUMNS: list[tuple[str, str, str]] | None = None  # (column, attname, array cast)
 
@@ -44,15 +79,14 @@ def insert_tasks(using: str, tasks: Sequence[Task]) -> None:
         _insert_sqlite(connection, tasks)
         return
     if len(tasks) <= FEW:
-        _insert_values(connection, tasks)
+        _insert_values(using, connection, tasks)
         return
     columns = _columns(connection)
     qn = connection.ops.quote_name
     names = ", ".join(qn(column) for column, _, _ in columns)
     arrays = ", ".join(f"%s::{cast}" for _, _, cast in columns)
     params = [[_cell(getattr(t, attname), attname) for t in tasks] for _, attname, _ in columns]
-    with connection.cursor() as cursor:
-        cursor.execute(f"INSERT INTO {qn(Task._meta.db_table)} ({names}) SELECT * FROM unnest({arrays})", params)
+    run(using, f"INSERT INTO {qn(Task._meta.db_table)} ({names}) SELECT * FROM unnest({arrays})", params, fetch=False)
 
 
 # Up to this many rows a plain VALUES list (planned faster than unnest);
@@ -61,7 +95,7 @@ FEW = 10
 _VALUES_SQL: dict[int, str] = {}
 
 
-def _insert_values(connection: Any, tasks: Sequence[Task]) -> None:
+def _insert_values(using: str, connection: Any, tasks: Sequence[Task]) -> None:
     columns = _columns(connection)
     sql = _VALUES_SQL.get(len(tasks))
     if sql is None:
@@ -72,8 +106,7 @@ def _insert_values(connection: Any, tasks: Sequence[Task]) -> None:
             f"VALUES {', '.join([row] * len(tasks))}"
         )
     params = [_cell(getattr(t, attname), attname) for t in tasks for _, attname, _ in columns]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+    run(using, sql, params, fetch=False)
 
 
 _SQLITE_INSERT: tuple[str, list[tuple[str, Any]]] | None = None
@@ -156,13 +189,12 @@ def complete(
     else:
         source = "unnest(%s::varchar[], %s::varchar[], %s::bytea[])"
         pairs = [ids, leases, results]
-    with connections[using].cursor() as cursor:
-        cursor.execute(
-            "UPDATE conveyor_task AS t SET state = 'completed', finished_at = %s, updated_at = %s, "
-            "purge_at = %s::timestamptz + make_interval(secs => coalesce(t.retention, %s)), "
-            "lease_expires_at = NULL, progress = 100, result = v.result "
-            f"FROM {source} AS v(id, lease_id, result) "
-            f"WHERE t.id = v.id AND t.lease_id = v.lease_id AND t.state = 'active' RETURNING {returning}",
-            [now, now, now, default_retention, *pairs],
-        )
-        return cursor.fetchall()
+    return run(
+        using,
+        "UPDATE conveyor_task AS t SET state = 'completed', finished_at = %s, updated_at = %s, "
+        "purge_at = %s::timestamptz + make_interval(secs => coalesce(t.retention, %s)), "
+        "lease_expires_at = NULL, progress = 100, result = v.result "
+        f"FROM {source} AS v(id, lease_id, result) "
+        f"WHERE t.id = v.id AND t.lease_id = v.lease_id AND t.state = 'active' RETURNING {returning}",
+        [now, now, now, default_retention, *pairs],
+    )

@@ -166,8 +166,7 @@ class Node:
         await self.db.run(apply_static_config, self.broker)
         self.spawn(self._listen())
         self.spawn(self._beat())
-        if not self.shared_layer:
-            self.spawn(self._watch_cancels())
+        self.spawn(self._watch_cancels())
         for service in self.services:
             await service.start()
         logger.info("node %s started (%s layer)", self.id, "shared" if self.shared_layer else "in-memory")
@@ -323,8 +322,14 @@ class Node:
     # -- heartbeat -------------------------------------------------------------------------
 
     async def _watch_cancels(self) -> None:
-        """Without a shared layer, cancel requests made by other processes (the
-        CLI) cannot reach us: look for them among our in-flight tasks."""
+        """Look for cancel requests among our in-flight tasks.
+
+        Without a shared layer, requests made by other processes (the CLI)
+        cannot reach us at all: look every second. With Redis, a request
+        normally arrives as a message at once; this catches one published
+        while we were reconnecting (pub/sub keeps nothing for absent
+        subscribers), every ``DISPATCH_SELF_CHECK``.
+        """
         from conveyor.states import State
 
         def requested(ids: list[str]) -> list[tuple[str, str]]:
@@ -333,7 +338,7 @@ class Node:
 
         told: set[tuple[str, str]] = set()
         while not self.stopping:
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(conveyor_settings.DISPATCH_SELF_CHECK if self.shared_layer else 1.0)
             ids = list(self.leases)
             if not ids:
                 told.clear()

@@ -20,6 +20,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient, override_settings
 
 from conveyor_site.asgi import application
+from conveyor_site.layers import redis_channel_layer
 from tests.api.conftest import Api, ok
 from tests.services import redis_problem
 
@@ -34,12 +35,7 @@ def redis_layer():
     problem = redis_problem(REDIS_URL)
     if problem:
         pytest.skip(f"Redis tests skipped: {problem}")
-    layers = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": f"api{uuid.uuid4().hex[:8]}"},
-        }
-    }
+    layers = {"default": redis_channel_layer(REDIS_URL, f"api{uuid.uuid4().hex[:8]}")}
     with override_settings(CHANNEL_LAYERS=layers):
         from channels.layers import channel_layers
 

@@ -8,6 +8,7 @@ from django.test import override_settings
 from prometheus_client.parser import text_string_to_metric_families
 
 from conveyor import __version__
+from conveyor_site.layers import redis_channel_layer
 from tests.api.conftest import enqueue, ok
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -30,9 +31,7 @@ def test_readyz_checks_the_database_and_the_channel_layer(api):
 
 
 def test_readyz_is_503_naming_the_failing_check_when_the_channel_layer_is_down(api):
-    unreachable = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]}}
-    }
+    unreachable = {"default": redis_channel_layer("redis://127.0.0.1:1/0")}
     with override_settings(CHANNEL_LAYERS=unreachable):
         channel_layers.backends.clear()
         try:

@@ -15,6 +15,7 @@ from django.test import override_settings
 
 from conveyor.broker import Broker, TaskSpec
 from conveyor.dispatch.signals import ChannelLayerHooks
+from conveyor_site.layers import redis_channel_layer
 from tests.cli.support import fails, run
 from tests.services import redis_problem
 
@@ -29,12 +30,7 @@ def redis_layer():
     problem = redis_problem(REDIS_URL)
     if problem:
         pytest.skip(f"Redis tests skipped: {problem}")
-    layers = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": f"cli{uuid.uuid4().hex[:8]}"},
-        }
-    }
+    layers = {"default": redis_channel_layer(REDIS_URL, f"cli{uuid.uuid4().hex[:8]}")}
     with override_settings(CHANNEL_LAYERS=layers):
         yield
 

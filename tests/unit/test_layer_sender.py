@@ -7,9 +7,11 @@ import os
 import uuid
 
 import pytest
-from channels_redis.core import RedisChannelLayer
+from channels.layers import BaseChannelLayer
+from channels_redis.pubsub import RedisPubSubChannelLayer
 
 from conveyor.dispatch.signals import LayerSender
+from conveyor_site.layers import redis_channel_layer
 from tests.conftest import require_services
 from tests.services import redis_problem
 
@@ -17,23 +19,24 @@ REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
 @pytest.fixture
-def layer() -> RedisChannelLayer:
+def layer() -> BaseChannelLayer:
     problem = redis_problem(REDIS_URL)
     if problem:
         if require_services():
             pytest.fail(problem)
         pytest.skip(problem)
-    return RedisChannelLayer(hosts=[REDIS_URL], prefix=f"test{uuid.uuid4().hex[:8]}")
+    config = redis_channel_layer(REDIS_URL, f"test{uuid.uuid4().hex[:8]}")["CONFIG"]
+    return RedisPubSubChannelLayer(**config)
 
 
-async def _join_and_receive(layer: RedisChannelLayer, group: str, count: int, ready: asyncio.Event) -> list[dict]:
+async def _join_and_receive(layer: BaseChannelLayer, group: str, count: int, ready: asyncio.Event) -> list[dict]:
     channel = await layer.new_channel()
     await layer.group_add(group, channel)
     ready.set()
     return [await asyncio.wait_for(layer.receive(channel), 5) for _ in range(count)]
 
 
-def test_messages_arrive_in_the_order_sent_whether_waited_for_or_not(layer: RedisChannelLayer) -> None:
+def test_messages_arrive_in_the_order_sent_whether_waited_for_or_not(layer: BaseChannelLayer) -> None:
     sender = LayerSender()
 
     async def scenario() -> list[dict]:
@@ -54,7 +57,7 @@ def test_messages_arrive_in_the_order_sent_whether_waited_for_or_not(layer: Redi
     assert [m["n"] for m in got] == list(range(20))
 
 
-def test_one_loop_and_one_connection_serve_every_message(layer: RedisChannelLayer) -> None:
+def test_one_loop_and_one_connection_serve_every_message(layer: BaseChannelLayer) -> None:
     sender = LayerSender()
     for i in range(5):
         sender.send(layer, "nobody", {"type": "t", "n": i}, wait=True)
@@ -67,12 +70,12 @@ def test_one_loop_and_one_connection_serve_every_message(layer: RedisChannelLaye
 
 def test_a_wake_that_redis_refuses_raises_to_the_caller() -> None:
     sender = LayerSender()
-    dead = RedisChannelLayer(hosts=["redis://127.0.0.1:1/0"], prefix="dead")
+    dead = RedisPubSubChannelLayer(**redis_channel_layer("redis://127.0.0.1:1/0", "dead")["CONFIG"])
     with pytest.raises(Exception):  # noqa: B017 (the connection error of redis-py)
         sender.send(dead, "g", {"type": "t"}, wait=True)
 
 
-def test_flush_waits_for_messages_sent_without_waiting(layer: RedisChannelLayer) -> None:
+def test_flush_waits_for_messages_sent_without_waiting(layer: BaseChannelLayer) -> None:
     sender = LayerSender()
     for i in range(50):
         sender.send(layer, "nobody", {"type": "t", "n": i}, wait=False)

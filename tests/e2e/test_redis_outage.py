@@ -1,0 +1,120 @@
+"""A Redis outage under a two-node cluster: wakes are lost, tasks are not.
+
+Redis carries only hints between nodes (wakes, cancels, events); the tasks
+live in PostgreSQL. With Redis killed, a task enqueued on one node cannot
+wake the dispatcher on the other; once Redis is back the nodes resubscribe
+and the dispatcher's self-check picks up what the lost wakes did not
+announce. The Redis here is a private redis-server on a free loopback port,
+so the machine's own Redis is never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from websockets.sync.client import connect as ws_connect
+
+from tests.e2e.conftest import base_env
+from tests.e2e.support import NodeProcess, WorkerProcess, read_events, wait_for
+from tests.services import redis_problem
+
+
+class PrivateRedis:
+    def __init__(self, workdir: Path) -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.workdir = workdir
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        argv = ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no"]
+        self.proc = subprocess.Popen(argv, cwd=self.workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(lambda: redis_problem(self.url) is None, 10, what="the private redis-server")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed")
+    redis = PrivateRedis(tmp_path)
+    redis.start()
+    yield redis
+    redis.kill()
+
+
+def _enqueued_event(ws, task_id: str) -> dict | None:
+    try:
+        events = json.loads(ws.recv(timeout=0.5))["events"]
+    except TimeoutError:
+        return None
+    return next((e for e in events if e["task_id"] == task_id and e["kind"] == "enqueued"), None)
+
+
+def test_tasks_enqueued_while_redis_is_down_run_once_after_it_returns(pg_database, private_redis, tmp_path):
+    env = {
+        **base_env(),
+        "DATABASE_URL": pg_database,
+        "REDIS_URL": private_redis.url,
+        "CONVEYOR_CHANNEL_PREFIX": f"outage{uuid.uuid4().hex[:6]}",
+        "CONVEYOR_ALLOW_UNAUTHENTICATED": "1",
+        "CONVEYOR_DISPATCH_SELF_CHECK": "2s",
+    }
+    processes: list = []
+    try:
+        serving = NodeProcess(env, dev=False, name="serving")
+        producing = NodeProcess(env, dev=False, name="producing")
+        processes += [serving, producing]
+        worker = WorkerProcess(serving.url, base_env(), tmp_path / "worker.jsonl", queues="outage=1", concurrency=4)
+        processes.append(worker)
+        worker.wait_connected(serving)
+
+        def done_ids() -> Counter:
+            return Counter(e["task"] for e in worker.events() if e["event"] == "done")
+
+        before = producing.enqueue(queue="outage", json={})
+        wait_for(lambda: before["id"] in done_ids(), 20, what="a task before the outage")
+
+        private_redis.kill()
+        during = [producing.enqueue(queue="outage", json={"n": i}, retention="5m")["id"] for i in range(5)]
+        time.sleep(1.0)  # the nodes notice the dropped connection
+        private_redis.start()
+        wait_for(lambda: all(i in done_ids() for i in during), 30, what="the tasks enqueued during the outage")
+
+        # Messages cross Redis again: the producing node's events reach a
+        # subscriber of the serving node (they have no other way there).
+        events_url = serving.url.replace("http://", "ws://") + "/ws/events?queue=outage"
+        with ws_connect(events_url, open_timeout=10) as ws:
+            time.sleep(0.3)  # the consumer subscribes to the events group
+            after = producing.enqueue(queue="outage", json={})
+            heard = wait_for(lambda: _enqueued_event(ws, after["id"]), 20, what="an event across Redis")
+        assert heard["kind"] == "enqueued"
+        wait_for(lambda: after["id"] in done_ids(), 20, what="a task after the outage")
+
+        counts = done_ids()
+        assert {i: counts[i] for i in [before["id"], *during, after["id"]]} == dict.fromkeys(
+            [before["id"], *during, after["id"]], 1
+        )
+        for task_id in during:
+            assert serving.task(task_id)["state"] == "completed"
+        starts = Counter(e["task"] for e in read_events([worker.log]) if e["event"] == "start")
+        assert all(starts[i] == 1 for i in during), starts
+    finally:
+        for proc in processes:
+            if proc.proc.poll() is None:
+                proc.kill()
