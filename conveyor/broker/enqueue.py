@@ -166,7 +166,7 @@ class EnqueueOps(BrokerBase):
             elif it.id in first:
                 repeats.append((first[it.id].index, it.index))
             else:
-                it.task = Task(id=it.id, **it.fields)
+                it.task = new_task(it.id, it.fields)
                 first[it.id] = it
                 fresh.append(it)
         return fresh
@@ -334,6 +334,36 @@ class EnqueueOps(BrokerBase):
                     if (t.state == state if state else t.state not in (State.SCHEDULED, State.CANCELED))
                 ]
                 self.emit(kind, chosen, now)
+
+
+_TEMPLATE: list[tuple[str, Any, bool]] | None = None  # (attname, default, default is callable)
+
+
+def new_task(task_id: str, fields: dict[str, Any]) -> Task:
+    """``Task(id=..., **fields)``, about three times faster.
+
+    Django's keyword constructor looks every field up by name and asks for
+    its default; positional arguments in field order skip that. Unknown
+    keys are refused as the keyword constructor refuses them.
+    """
+    global _TEMPLATE
+    if _TEMPLATE is None:
+        _TEMPLATE = []
+        for f in Task._meta.concrete_fields:
+            make = f.has_default() and callable(f.default)  # e.g. dict: a fresh one per task
+            _TEMPLATE.append((f.attname, f.default if make else f.get_default(), make))
+    unknown = set(fields) - {attname for attname, _, _ in _TEMPLATE}
+    if unknown:
+        raise TypeError(f"Task got unexpected fields: {sorted(unknown)}")
+    values = []
+    for attname, default, make in _TEMPLATE:
+        if attname == "id":
+            values.append(task_id)
+        elif attname in fields:
+            values.append(fields[attname])
+        else:
+            values.append(default() if make else default)
+    return Task(*values)
 
 
 def _with_index(error: ConveyorError | None, index: int) -> ConveyorError | None:
