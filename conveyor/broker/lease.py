@@ -15,6 +15,7 @@ from conveyor.broker import pg
 from conveyor.broker.base import BrokerBase
 from conveyor.broker.types import LEASED_FIELDS, LeaseBatch, LeasedTask
 from conveyor.conf import conveyor_settings
+from conveyor.events import event_for
 from conveyor.ids import new_ulid
 from conveyor.models import Queue, Task
 from conveyor.states import State
@@ -44,15 +45,20 @@ _SENTINEL_LIMIT = 987654321
 _POLICY_SEEN: dict[tuple[str, str], str] = {}
 _SENTINEL_TIME = datetime(1970, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 _SENTINEL_QUEUE = "conveyor-sentinel-queue-\u2063"
+_AGAIN = object()  # the one-statement lease guessed the queue's policy wrong
 
 
 class LeaseOps(BrokerBase):
-    def lease(self, queue: str, n: int, holder: str = "") -> LeaseBatch:
-        """Claim up to *n* due tasks of *queue* under fresh leases."""
+    def lease(self, queue: str, n: int, holder: str = "", *, one_statement: bool = True) -> LeaseBatch:
+        """Claim up to *n* due tasks of *queue* under fresh leases.
+
+        ``one_statement=False`` skips the one-statement attempt on
+        PostgreSQL (the caller already made it, e.g. ``lease_on``).
+        """
         if n <= 0:
             return LeaseBatch()
         now = self.now()
-        if self.is_postgres:
+        if self.is_postgres and one_statement:
             batch = self._lease_one_statement(queue, n, holder, now)
             if batch is not None:
                 self.emit("leased", batch.tasks, now)
@@ -63,6 +69,37 @@ class LeaseOps(BrokerBase):
         batch.tasks = [LeasedTask.from_model(t) for t in batch.tasks]
         self.emit("leased", batch.tasks, now)
         return batch
+
+    def compile_lease_statements(self) -> None:
+        """Compile the one-statement lease of every policy (needs a database thread)."""
+        for policy in ORDERS:
+            self._one_statement_sql(policy)
+
+    async def lease_on(self, conn: Any, queue: str, n: int, holder: str = "") -> LeaseBatch | None:
+        """``lease`` through a psycopg ``AsyncConnection`` (autocommit), on the event loop.
+
+        PostgreSQL only, and only the one-statement case: None means the
+        queue needs the locked path (``lease(..., one_statement=False)`` in
+        a database thread), as it does before ``compile_lease_statements``
+        ran. Events are published at once: the statement committed on its own.
+        """
+        if n <= 0:
+            return LeaseBatch()
+        if any((self.db, policy) not in _ONE_STATEMENT for policy in ORDERS):
+            return None
+        now = self.now()
+        for _ in range(2):
+            sql, params, policy = self._one_statement_call(queue, n, holder, now)
+            async with conn.cursor() as cursor:
+                await cursor.execute(sql, params, prepare=conveyor_settings.PREPARED_STATEMENTS)
+                rows = await cursor.fetchall()
+            batch = self._one_statement_batch(queue, n, rows, policy)
+            if batch is _AGAIN:
+                continue
+            if batch is not None and batch.tasks and self.hooks.wants_events:
+                self.hooks.publish([event_for("leased", t, now) for t in batch.tasks])
+            return batch  # type: ignore[return-value]
+        return None
 
     def _lease_one_statement(self, queue: str, n: int, holder: str, now: datetime) -> LeaseBatch | None:
         """PostgreSQL, a queue without rate or concurrency limits: one round trip.
@@ -79,37 +116,46 @@ class LeaseOps(BrokerBase):
         fresh per task, and per call.
         """
         for _ in range(2):
-            policy = _POLICY_SEEN.get((self.db, queue), "fifo")
-            order, _index = ORDERS[policy]
-            sql, slots = self._one_statement_sql(policy)
-            expires = now + timedelta(seconds=conveyor_settings.LEASE_TTL)
-            values = {
-                "now": now,
-                "queue": queue,
-                "lease": new_ulid(now) + ".",
-                "expires": expires,
-                "holder": holder,
-                "policy": policy,
-                "n": n,
-            }
-            params = [values[slot] if isinstance(slot, str) else slot[0] for slot in slots]
-            rows = pg.run(self.db, sql, params)
-            width = len(LEASED_COLUMNS)
-            next_due, paused, rate, limit, actual = rows[0][width:]
-            actual = actual or "fifo"
-            if paused:
-                return LeaseBatch(throttled="paused")
-            if rate or limit or actual == "random":
-                return None
-            if actual != policy:
-                _POLICY_SEEN[(self.db, queue)] = actual
-                continue
-            tasks = sorted((_leased_row(row[:width]) for row in rows if row[0] is not None), key=sort_key(order))
-            batch = LeaseBatch(tasks=tasks)
-            if len(tasks) < n:
-                batch.next_due_at = next_due
-            return batch
+            sql, params, policy = self._one_statement_call(queue, n, holder, now)
+            batch = self._one_statement_batch(queue, n, pg.run(self.db, sql, params), policy)
+            if batch is not _AGAIN:
+                return batch  # type: ignore[return-value]
         return None
+
+    def _one_statement_call(self, queue: str, n: int, holder: str, now: datetime) -> tuple[str, list[Any], str]:
+        """The statement, its parameters and the ordering policy it was compiled for."""
+        policy = _POLICY_SEEN.get((self.db, queue), "fifo")
+        sql, slots = self._one_statement_sql(policy)
+        values = {
+            "now": now,
+            "queue": queue,
+            "lease": new_ulid(now) + ".",
+            "expires": now + timedelta(seconds=conveyor_settings.LEASE_TTL),
+            "holder": holder,
+            "policy": policy,
+            "n": n,
+        }
+        return sql, [values[slot] if isinstance(slot, str) else slot[0] for slot in slots], policy
+
+    def _one_statement_batch(self, queue: str, n: int, rows: list[tuple[Any, ...]], policy: str) -> Any:
+        """The batch the statement's rows describe; None for the locked path; _AGAIN
+        when the queue's policy is not the one guessed (it is remembered)."""
+        width = len(LEASED_COLUMNS)
+        next_due, paused, rate, limit, actual = rows[0][width:]
+        actual = actual or "fifo"
+        if paused:
+            return LeaseBatch(throttled="paused")
+        if rate or limit or actual == "random":
+            return None
+        if actual != policy:
+            _POLICY_SEEN[(self.db, queue)] = actual
+            return _AGAIN
+        order, _index = ORDERS[policy]
+        tasks = sorted((_leased_row(row[:width]) for row in rows if row[0] is not None), key=sort_key(order))
+        batch = LeaseBatch(tasks=tasks)
+        if len(tasks) < n:
+            batch.next_due_at = next_due
+        return batch
 
     def _lease_locked(self, queue: str, n: int, holder: str, settings: Queue | None, now: datetime) -> LeaseBatch:
         if settings is not None and settings.paused:

@@ -33,7 +33,7 @@ from conveyor.models import Task
 # psycopg prepares a statement only when a connection allows it; Django's
 # connections don't. Allow it, but never automatically: only the statements
 # run here ask for it.
-_NEVER_AUTOMATICALLY = 2**31 - 1
+NEVER_AUTOMATICALLY = 2**31 - 1
 
 
 def run(using: str, sql: str, params: Sequence[Any], *, fetch: bool = True) -> list[tuple[Any, ...]]:
@@ -50,7 +50,7 @@ def run(using: str, sql: str, params: Sequence[Any], *, fetch: bool = True) -> l
     connection.ensure_connection()
     raw = connection.connection
     if raw.prepare_threshold is None:
-        raw.prepare_threshold = _NEVER_AUTOMATICALLY
+        raw.prepare_threshold = NEVER_AUTOMATICALLY
     with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
         cursor.execute(sql, params, prepare=True)
         return cursor.fetchall() if fetch else []

@@ -121,7 +121,7 @@ class QueueDispatcher:
                 n = min(self.free_credit(), conveyor_settings.LEASE_BATCH_MAX)
                 if n <= 0 or self.node.stopping:
                     break
-                batch = await self.node.db.run(self.node.broker.lease, self.queue, n, self.node.id)
+                batch = await self.node.lease(self.queue, n)
                 self.leases += 1
                 self._observe(batch)
                 if batch.tasks:

@@ -26,9 +26,11 @@ from conveyor.dispatch.batching import AckBatcher, EventBus, Resolver, Waker
 from conveyor.dispatch.dispatcher import QueueDispatcher
 from conveyor.dispatch.executor import DatabaseExecutor
 from conveyor.dispatch.groups import CONTROL_GROUP, queue_group
+from conveyor.dispatch.loop_lease import LoopLeaser
 from conveyor.ids import random_token
 
 if TYPE_CHECKING:
+    from conveyor.broker.types import LeaseBatch
     from conveyor.dispatch.gateway import Gateway
     from conveyor.events import Event
 
@@ -104,6 +106,7 @@ class Node:
         self.host, self.port, self.dev = host, port, dev
         self.broker = Broker(hooks=NodeHooks(self))
         self.db = DatabaseExecutor(conveyor_settings.DB_THREADS)
+        self.leaser = LoopLeaser(self.broker) if self.broker.is_postgres and conveyor_settings.LEASE_ON_LOOP else None
         self.layer: Any = get_channel_layer()
         self.shared_layer = not isinstance(self.layer, InMemoryChannelLayer)
         self.dispatchers: dict[str, QueueDispatcher] = {}
@@ -164,6 +167,8 @@ class Node:
             cluster.register_node, self.id, self.host, self.port, os.getpid(), __version__, datetime.now(UTC)
         )
         await self.db.run(apply_static_config, self.broker)
+        if self.leaser is not None:
+            await self.leaser.start(self.db)
         self.spawn(self._listen())
         self.spawn(self._beat())
         self.spawn(self._watch_cancels())
@@ -194,11 +199,22 @@ class Node:
             logger.warning("could not remove node row", exc_info=True)
         for task in list(self._tasks):
             task.cancel()
+        if self.leaser is not None:
+            await self.leaser.close()
         if _current is self:
             _current = None
         set_broker(None)
 
     # -- dispatchers -----------------------------------------------------------------------
+
+    async def lease(self, queue: str, n: int) -> LeaseBatch:
+        """Lease for a dispatcher: on the loop when it can, else in a database thread."""
+        if self.leaser is not None:
+            batch = await self.leaser.lease(queue, n, self.id)
+            if batch is not None:
+                return batch
+            return await self.db.run(self.broker.lease, queue, n, self.id, one_statement=False)
+        return await self.db.run(self.broker.lease, queue, n, self.id)
 
     def dispatcher(self, queue: str) -> QueueDispatcher:
         dispatcher = self.dispatchers.get(queue)
