@@ -20,10 +20,12 @@ def _forget_prepared(alias: str) -> None:
     connections[alias].close()  # a new session has none
 
 
+# Prepared statements are a PostgreSQL matter: only that database.
+pytestmark = pytest.mark.parametrize("db_alias", ["postgres"], indirect=True)
+
+
 @pytest.fixture
 def pg_broker(broker, db_alias):
-    if db_alias != "postgres":
-        pytest.skip("prepared statements are a PostgreSQL matter")
     _forget_prepared(db_alias)
     return broker
 
