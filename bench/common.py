@@ -32,6 +32,22 @@ def fresh_database(backend: str, name: str = "conveyor_bench") -> str:
     return url
 
 
+def vacuum(database_url: str) -> None:
+    """VACUUM ANALYZE a PostgreSQL database between phases of a benchmark.
+
+    A busy queue leaves a dead row version behind every state change, and
+    a lease has to step over dead index entries until they are vacuumed.
+    Production PostgreSQL vacuums on its own (autovacuum, on by default,
+    looks every minute); this machine's server runs with autovacuum off, so
+    the benchmarks vacuum where autovacuum would have, for every PostgreSQL
+    system they measure alike.
+    """
+    import psycopg
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")
+
+
 def rate(count: int, seconds: float) -> str:
     return f"{count / seconds:,.0f}/s" if seconds > 0 else "inf"
 

@@ -35,7 +35,7 @@ import httpx
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import REDIS_URL, ROOT, fresh_database, latency_percentiles, peak_rss_mb, print_table
+from bench.common import REDIS_URL, ROOT, fresh_database, latency_percentiles, peak_rss_mb, print_table, vacuum
 
 
 class Node:
@@ -75,6 +75,10 @@ class Node:
                 raise SystemExit("node failed to start:\n" + text)
             time.sleep(0.1)
         raise SystemExit("node did not start")
+
+    def vacuum(self) -> None:
+        if self.shared_layer:  # PostgreSQL (see bench.common.vacuum)
+            vacuum(self.env["DATABASE_URL"])
 
     def unfinished(self, queue: str) -> int:
         for q in self.http.get("/api/v1/queues").json()["queues"]:
@@ -208,6 +212,7 @@ def bench_backend(
             time.sleep(0.05)
         out["drain_per_s"] = (tasks // 1000 * 1000) / (time.perf_counter() - start)
         out["worker_rss_mb"] = max(stop_all(procs))
+        node.vacuum()
 
         # Latency, measured from the producer's clock to the handler start:
         # first to an idle worker (one task at a time), then at a steady rate.
@@ -219,8 +224,10 @@ def bench_backend(
                 "/api/v1/tasks", json={"type": "noop", "queue": "idle", "json": {"t": time.time(), "tag": "idle"}}
             )
             time.sleep(0.025)
+        node.vacuum()
         steady_load(node.url, rate, latency_tasks, warmup=int(rate))  # one unmeasured second first
         if node.shared_layer:
+            node.vacuum()
             # Another process reaches the node only through Redis (the
             # in-memory layer of a dev node has no way in but the self-check).
             producer = [sys.executable, str(ROOT / "bench" / "code_producer.py"), "code", str(rate)]

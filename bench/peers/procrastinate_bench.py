@@ -17,7 +17,7 @@ import redis
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from bench.common import PG_ADMIN, REDIS_URL, latency_percentiles, peak_rss_mb
+from bench.common import PG_ADMIN, REDIS_URL, latency_percentiles, peak_rss_mb, vacuum
 
 DB = PG_ADMIN.rsplit("/", 1)[0] + "/procrastinate_bench"
 counter = redis.Redis.from_url(REDIS_URL)
@@ -93,6 +93,7 @@ def main() -> None:
         first, last = (float(counter.get(f"procbench:{k}")) for k in ("first", "last"))
         out["drain_per_s"] = (done - 1) / (last - first)
         counter.delete("procbench:done")
+        vacuum(DB)  # as bench/dispatch_bench.py does for Conveyor
         interval, next_at = 1.0 / rate, time.perf_counter()
         for _ in range(latency_tasks):
             procapp.noop.defer(sent=time.time())
