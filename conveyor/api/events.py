@@ -120,15 +120,21 @@ async def _stream(event_filter: EventFilter) -> AsyncIterator[str]:
     layer = get_channel_layer()
     channel = await layer.new_channel()
     await layer.group_add(EVENTS_GROUP, channel)
+    # One receive stays pending across keepalives: canceling it (wait_for)
+    # would make the pub/sub layer drop the channel and what arrives meanwhile.
+    receiving: asyncio.Task[Any] | None = None
     try:
         yield ": connected\n\n"
         while True:
-            try:
-                message = await asyncio.wait_for(layer.receive(channel), KEEPALIVE)
-            except TimeoutError:
+            receiving = receiving or asyncio.ensure_future(layer.receive(channel))
+            done, _ = await asyncio.wait({receiving}, timeout=KEEPALIVE)
+            if not done:
                 yield ": keepalive\n\n"
                 continue
+            message, receiving = receiving.result(), None
             for event in event_filter.select(message.get("events", [])):
                 yield f"event: {event['kind']}\ndata: {json.dumps(event)}\n\n"
     finally:
+        if receiving is not None:
+            receiving.cancel()
         await layer.group_discard(EVENTS_GROUP, channel)

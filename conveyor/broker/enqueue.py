@@ -337,6 +337,7 @@ class EnqueueOps(BrokerBase):
 
 
 _TEMPLATE: list[tuple[str, Any, bool]] | None = None  # (attname, default, default is callable)
+_NAMES: frozenset[str] = frozenset()
 
 
 def new_task(task_id: str, fields: dict[str, Any]) -> Task:
@@ -346,15 +347,16 @@ def new_task(task_id: str, fields: dict[str, Any]) -> Task:
     its default; positional arguments in field order skip that. Unknown
     keys are refused as the keyword constructor refuses them.
     """
-    global _TEMPLATE
+    global _TEMPLATE, _NAMES
     if _TEMPLATE is None:
-        _TEMPLATE = []
+        template = []  # built aside, published at once: other threads may be here too
         for f in Task._meta.concrete_fields:
             make = f.has_default() and callable(f.default)  # e.g. dict: a fresh one per task
-            _TEMPLATE.append((f.attname, f.default if make else f.get_default(), make))
-    unknown = set(fields) - {attname for attname, _, _ in _TEMPLATE}
-    if unknown:
-        raise TypeError(f"Task got unexpected fields: {sorted(unknown)}")
+            template.append((f.attname, f.default if make else f.get_default(), make))
+        _NAMES = frozenset(attname for attname, _, _ in template)
+        _TEMPLATE = template
+    if not _NAMES.issuperset(fields):
+        raise TypeError(f"Task got unexpected fields: {sorted(set(fields) - _NAMES)}")
     values = []
     for attname, default, make in _TEMPLATE:
         if attname == "id":

@@ -36,14 +36,22 @@ from conveyor.models import Task
 NEVER_AUTOMATICALLY = 2**31 - 1
 
 
-def run(using: str, sql: str, params: Sequence[Any], *, fetch: bool = True) -> list[tuple[Any, ...]]:
-    """Execute one hot-path statement on PostgreSQL as a prepared statement.
+def run(
+    using: str, sql: str, params: Sequence[Any], *, fetch: bool = True, prepare: bool = True
+) -> list[tuple[Any, ...]]:
+    """Execute one hot-path statement on PostgreSQL, as a prepared statement if *prepare*.
 
     Same connection and transaction as the ORM's; errors are Django's
-    (``wrap_database_errors`` also marks a broken connection for replacement).
+    (``wrap_database_errors`` also marks a broken connection for
+    replacement). Only statements whose parameter types never vary should
+    be prepared: psycopg keys a prepared statement by the types too (None,
+    bytes, a small or a large int each make another one). A statement that
+    fails outside a transaction closes the connection, so the next call
+    starts a session with no prepared statement a schema change may have
+    invalidated ("cached plan must not change result type").
     """
     connection = connections[using]
-    if not conveyor_settings.PREPARED_STATEMENTS:
+    if not (prepare and conveyor_settings.PREPARED_STATEMENTS):
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall() if fetch else []
@@ -51,9 +59,14 @@ def run(using: str, sql: str, params: Sequence[Any], *, fetch: bool = True) -> l
     raw = connection.connection
     if raw.prepare_threshold is None:
         raw.prepare_threshold = NEVER_AUTOMATICALLY
-    with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
-        cursor.execute(sql, params, prepare=True)
-        return cursor.fetchall() if fetch else []
+    try:
+        with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
+            cursor.execute(sql, params, prepare=True)
+            return cursor.fetchall() if fetch else []
+    except Exception:
+        if not connection.in_atomic_block:
+            connection.close()
+        raise
 
 
 _COLUMNS: list[tuple[str, str]] | None = None  # (column, attname)
@@ -112,7 +125,9 @@ def _insert_values(using: str, connection: Any, tasks: Sequence[Task]) -> None:
             f"VALUES {', '.join([row] * len(tasks))}"
         )
     params = [_cell(getattr(t, attname), attname) for t in tasks for _, attname in columns]
-    run(using, sql, params, fetch=False)
+    # Prepared for one task, the latency path; a few rows of mixed optional
+    # fields would make a statement per size and pattern of None.
+    run(using, sql, params, fetch=False, prepare=len(tasks) == 1)
 
 
 _SQLITE_INSERT: tuple[str, list[tuple[str, Any]]] | None = None
@@ -188,13 +203,10 @@ def complete(
     leases = [wanted[i][0] for i in ids]
     results = [wanted[i][1] for i in ids]
     returning = ", ".join(f"t.{c}" for c in OUTCOME_COLUMNS)
-    if len(ids) <= FEW:
-        # A short VALUES list plans faster than unnest.
-        source = "(VALUES " + ", ".join(["(%s, %s, %s::bytea)"] * len(ids)) + ")"
-        pairs = [value for row in zip(ids, leases, results, strict=True) for value in row]
-    else:
-        source = "unnest(%s::varchar[], %s::varchar[], %s::bytea[])"
-        pairs = [ids, leases, results]
+    # One array per column, whatever the batch size: one prepared statement
+    # (a VALUES list would make one per size, and per None/bytes pattern).
+    source = "unnest(%s::varchar[], %s::varchar[], %s::bytea[])"
+    pairs = [ids, leases, results]
     return run(
         using,
         "UPDATE conveyor_task AS t SET state = 'completed', finished_at = %s, updated_at = %s, "

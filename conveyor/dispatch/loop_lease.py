@@ -10,8 +10,12 @@ concurrency limits, and the random policy, still take the locked path in a
 database thread (the statement says so and changes nothing).
 
 The connection is opened on first use with Django's parameters for the
-database (``application_name`` "conveyor-lease" unless set), and dropped
-after any error: the next lease opens a new one.
+database (``application_name`` "conveyor-lease" unless set) and configured
+as Django configures its own: the session time zone Django's adapters
+assume, and ``assume_role``. A statement that runs longer than
+``LEASE_STATEMENT_TIMEOUT`` is canceled by the server, so a stuck lease
+cannot hold up the node's other queues (they share the connection). Any
+error drops the connection: the next lease opens a new one.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 import psycopg
+import psycopg.sql
 from django.db import connections
 
 from conveyor.broker import pg
@@ -33,6 +38,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("conveyor.dispatch")
 
 APPLICATION_NAME = "conveyor-lease"
+LEASE_STATEMENT_TIMEOUT_MS = 10_000
 
 
 class LoopLeaser:
@@ -56,11 +62,26 @@ class LoopLeaser:
 
     async def _connection(self) -> psycopg.AsyncConnection[Any]:
         if self._conn is None or self._conn.closed:
-            params = connections[self.broker.db].get_connection_params()
+            django_conn = connections[self.broker.db]
+            params = django_conn.get_connection_params()
             params.pop("cursor_factory", None)  # Django's is a sync, client-side cursor
             params.setdefault("application_name", APPLICATION_NAME)
             params["prepare_threshold"] = pg.NEVER_AUTOMATICALLY
-            self._conn = await psycopg.AsyncConnection.connect(**params, autocommit=True)
+            conn = await psycopg.AsyncConnection.connect(**params, autocommit=True)
+            try:
+                # Django's timestamp loaders take the session's time zone to be
+                # Django's (it sets it on its own connections); so must we.
+                await conn.execute("SELECT set_config('TimeZone', %s, false)", [django_conn.timezone_name or "UTC"])
+                await conn.execute(
+                    "SELECT set_config('statement_timeout', %s, false)", [str(LEASE_STATEMENT_TIMEOUT_MS)]
+                )
+                role = django_conn.settings_dict["OPTIONS"].get("assume_role")
+                if role:
+                    await conn.execute(psycopg.sql.SQL("SET ROLE {}").format(psycopg.sql.Identifier(role)))
+            except BaseException:
+                await conn.close()
+                raise
+            self._conn = conn
         return self._conn
 
     async def _drop(self) -> None:

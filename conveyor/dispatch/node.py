@@ -284,8 +284,16 @@ class Node:
     # -- channel layer ---------------------------------------------------------------------
 
     async def _join(self, group: str) -> None:
-        if self.channel is not None:
-            await self._safe(self.layer.group_add(group, self.channel))
+        """Join *group*, retrying while Redis is away (no message for it would arrive)."""
+        delay = 0.1
+        while self.channel is not None and not self.stopping:
+            try:
+                await self.layer.group_add(group, self.channel)
+                return
+            except Exception as exc:
+                logger.warning("joining %s failed (%s); retrying in %.1fs", group, exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(LISTEN_BACKOFF_MAX, delay * 2)
 
     async def _listen(self) -> None:
         """Receive wakes and control messages; survive a restarted Redis."""

@@ -38,6 +38,18 @@ def wake_message(queue: str, at: datetime | None = None) -> dict[str, Any]:
 
 SEND_TIMEOUT = 5.0  # seconds a caller waits for Redis to take a wake
 FLUSH_TIMEOUT = 2.0  # seconds the process waits at exit for queued events
+BACKLOG_MAX = 10_000  # unsent messages kept while Redis is slow or away; events beyond are dropped
+
+
+def _at_exit(fn: Any) -> None:
+    # Before the interpreter's thread pools shut down (concurrent.futures
+    # registers the same way): a flush may still need one, e.g. to resolve
+    # the Redis host name. Plain atexit handlers run too late for that.
+    register = getattr(threading, "_register_atexit", None)
+    if register is not None:
+        register(fn)
+    else:  # pragma: no cover (other interpreters)
+        atexit.register(fn)
 
 
 class LayerSender:
@@ -50,11 +62,14 @@ class LayerSender:
         self._queue: asyncio.Queue[tuple[Any, str, dict[str, Any], concurrent.futures.Future[None]]] | None = None
         self._pending: set[concurrent.futures.Future[None]] = set()
         self._exit_hooked = False
+        self.dropped = 0  # events dropped because the backlog was full
 
     def _start(self) -> asyncio.AbstractEventLoop:
         # A forked child inherits the parent's loop object but not its thread.
         if self._loop is not None and self._pid == os.getpid():
             return self._loop
+        if self._pid != os.getpid():
+            self._lock = threading.Lock()  # the parent's may have been held at fork
         with self._lock:
             if self._loop is None or self._pid != os.getpid():
                 loop = asyncio.new_event_loop()
@@ -64,7 +79,7 @@ class LayerSender:
                 self._loop, self._pid = loop, os.getpid()
                 self._pending = set()
                 if not self._exit_hooked:
-                    atexit.register(self.flush)
+                    _at_exit(self.flush)
                     self._exit_hooked = True
         return self._loop
 
@@ -78,23 +93,32 @@ class LayerSender:
     async def _drain(self, queue: asyncio.Queue[Any]) -> None:
         while True:
             layer, group, message, done = await queue.get()
+            if not done.set_running_or_notify_cancel():
+                continue  # the caller gave up waiting: a late wake is no use
             try:
-                await layer.group_send(group, message)
-            except Exception as exc:  # reported to the caller, or logged by _settled
-                if not done.done():
-                    done.set_exception(exc)
+                await asyncio.wait_for(layer.group_send(group, message), SEND_TIMEOUT)
+            except BaseException as exc:  # reported to the caller, or logged by _settled
+                done.set_exception(exc if isinstance(exc, Exception) else ConnectionError(repr(exc)))
             else:
-                if not done.done():
-                    done.set_result(None)
+                done.set_result(None)
 
     def send(self, layer: Any, group: str, message: dict[str, Any], *, wait: bool) -> None:
         loop = self._start()
+        if not wait and len(self._pending) >= BACKLOG_MAX:
+            self.dropped += 1
+            if self.dropped == 1 or self.dropped % 1000 == 0:
+                logger.warning("channel layer backlog full: %d events dropped so far", self.dropped)
+            return
         done: concurrent.futures.Future[None] = concurrent.futures.Future()
         assert self._queue is not None
         queue = self._queue
         loop.call_soon_threadsafe(queue.put_nowait, (layer, group, message, done))
         if wait:
-            done.result(SEND_TIMEOUT)
+            try:
+                done.result(SEND_TIMEOUT)
+            except concurrent.futures.TimeoutError:
+                done.cancel()
+                raise
             return
         self._pending.add(done)
         done.add_done_callback(self._settled)

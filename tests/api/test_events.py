@@ -120,3 +120,26 @@ def test_sse_stream_carries_the_same_events_filtered():
     assert lines[0] == "event: enqueued"
     event = json.loads(lines[1].removeprefix("data: "))
     assert (event["task_id"], event["queue"], event["type"]) == (ids["match"], "mail", "send")
+
+
+def test_sse_events_published_while_the_stream_sits_at_a_keepalive_are_not_lost(monkeypatch):
+    import conveyor.api.events
+    from conveyor.api.events import EventFilter, _stream
+
+    monkeypatch.setattr(conveyor.api.events, "KEEPALIVE", 0.05)
+
+    async def run() -> tuple[str, dict[str, str]]:
+        # The generator itself, so that it stays paused after a keepalive
+        # (an ASGI server may take a while to ask for the next chunk).
+        stream = _stream(EventFilter.from_query({"queue": ["mail"], "type": ["send"]}))
+        try:
+            assert await anext(stream) == ": connected\n\n"
+            assert await asyncio.wait_for(anext(stream), WAIT) == ": keepalive\n\n"
+            ids = await enqueue_mix()  # published while the stream is paused
+            await asyncio.sleep(0.3)  # ... and delivered to this process meanwhile
+            return await asyncio.wait_for(anext(stream), WAIT), ids
+        finally:
+            await stream.aclose()
+
+    chunk, ids = async_to_sync(run)()
+    assert chunk.startswith("event: enqueued\n") and ids["match"] in chunk

@@ -43,6 +43,19 @@ def test_lease_ack_and_enqueue_are_prepared_once_and_reused(pg_broker, db_alias)
     assert sum(s.startswith("INSERT INTO") for s in statements) == 1  # one task's insert
 
 
+def test_acks_of_any_size_and_result_share_one_prepared_statement(pg_broker, db_alias):
+    for size in (1, 2, 3, 12):
+        for i in range(size):
+            enqueue(pg_broker, payload=str(i).encode())
+        leased = pg_broker.lease("default", size).tasks
+        assert len(leased) == size
+        # None and bytes results mixed: psycopg would key a VALUES form by each.
+        pg_broker.ack_many([(t, None if n % 2 else b"r") for n, t in enumerate(leased)])
+    statements = _prepared(db_alias)
+    assert sum("SET state = 'completed'" in s for s in statements) == 1
+    assert sum(s.startswith("INSERT INTO") for s in statements) == 1  # one-task inserts only
+
+
 def test_with_prepared_statements_off_nothing_is_prepared_and_all_works(pg_broker, db_alias):
     with override_settings(CONVEYOR={"PREPARED_STATEMENTS": False}):
         task = enqueue(pg_broker)

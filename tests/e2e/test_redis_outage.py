@@ -73,7 +73,8 @@ def test_tasks_enqueued_while_redis_is_down_run_once_after_it_returns(pg_databas
         "REDIS_URL": private_redis.url,
         "CONVEYOR_CHANNEL_PREFIX": f"outage{uuid.uuid4().hex[:6]}",
         "CONVEYOR_ALLOW_UNAUTHENTICATED": "1",
-        "CONVEYOR_DISPATCH_SELF_CHECK": "2s",
+        "CONVEYOR_DISPATCH_SELF_CHECK": "120s",
+        "CONVEYOR_REAPER_INTERVAL": "120s",
     }
     processes: list = []
     try:
@@ -93,11 +94,23 @@ def test_tasks_enqueued_while_redis_is_down_run_once_after_it_returns(pg_databas
         private_redis.kill()
         during = [producing.enqueue(queue="outage", json={"n": i}, retention="5m")["id"] for i in range(5)]
         time.sleep(1.0)  # the nodes notice the dropped connection
+        assert not any(i in done_ids() for i in during)  # no wake could reach the serving node
         private_redis.start()
-        wait_for(lambda: all(i in done_ids() for i in during), 30, what="the tasks enqueued during the outage")
 
-        # Messages cross Redis again: the producing node's events reach a
-        # subscriber of the serving node (they have no other way there).
+        # Wakes cross Redis again once both nodes have reconnected: probe
+        # until one does (a probe sent before the resubscription is lost too).
+        probes: list[str] = []
+
+        def woken() -> bool:
+            if any(p in done_ids() for p in probes):
+                return True
+            probes.append(producing.enqueue(queue="outage", json={}, retention="5m")["id"])
+            return False
+
+        wait_for(woken, 30, interval=2.0, what="a wake through the restarted Redis")
+        wait_for(lambda: all(i in done_ids() for i in during + probes), 20, what="everything enqueued since")
+
+        # Events cross too: the producing node's reach a subscriber of the serving node.
         events_url = serving.url.replace("http://", "ws://") + "/ws/events?queue=outage"
         with ws_connect(events_url, open_timeout=10) as ws:
             time.sleep(0.3)  # the consumer subscribes to the events group
@@ -107,9 +120,8 @@ def test_tasks_enqueued_while_redis_is_down_run_once_after_it_returns(pg_databas
         wait_for(lambda: after["id"] in done_ids(), 20, what="a task after the outage")
 
         counts = done_ids()
-        assert {i: counts[i] for i in [before["id"], *during, after["id"]]} == dict.fromkeys(
-            [before["id"], *during, after["id"]], 1
-        )
+        every = [before["id"], *during, *probes, after["id"]]
+        assert {i: counts[i] for i in every} == dict.fromkeys(every, 1)
         for task_id in during:
             assert serving.task(task_id)["state"] == "completed"
         starts = Counter(e["task"] for e in read_events([worker.log]) if e["event"] == "start")

@@ -1,0 +1,81 @@
+"""Leasing on the event loop (conveyor.dispatch.loop_lease) against real PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+from django.db import connections
+
+from conveyor.dispatch.loop_lease import APPLICATION_NAME, LoopLeaser
+from conveyor.states import State
+from tests.broker.factories import enqueue, reload
+
+pytestmark = pytest.mark.parametrize("db_alias", ["postgres"], indirect=True)
+
+
+def _lease(leaser: LoopLeaser, queue: str, n: int):
+    async def go():
+        try:
+            return await leaser.lease(queue, n, "loop-holder")
+        finally:
+            await leaser.close()
+
+    return asyncio.run(go())
+
+
+@pytest.fixture
+def leaser(broker):
+    broker.compile_lease_statements()  # a node does this in a database thread at start
+    return LoopLeaser(broker)
+
+
+def test_leases_the_due_task_like_the_broker_and_records_the_holder(broker, leaser, clock, hooks):
+    task = enqueue(broker, priority=7)
+    later = enqueue(broker, process_in=60)
+
+    batch = _lease(leaser, "default", 10)
+
+    assert [t.id for t in batch.tasks] == [task.id]
+    leased = batch.tasks[0]
+    assert leased.due_at == task.due_at and leased.enqueued_at == task.enqueued_at
+    stored = reload(broker, task.id)
+    assert stored.state == State.ACTIVE and stored.lease_holder == "loop-holder"
+    assert stored.lease_id == leased.lease_id
+    assert stored.lease_expires_at > clock.now()
+    assert reload(broker, later.id).state == State.SCHEDULED
+    assert [e.kind for e in hooks.events if e.task_id == task.id][-1] == "leased"
+
+
+def test_timestamps_survive_a_server_whose_default_time_zone_is_not_utc(broker, leaser, db_alias):
+    name = connections[db_alias].settings_dict["NAME"]
+    with connections[db_alias].cursor() as cursor:
+        cursor.execute(f"ALTER DATABASE \"{name}\" SET timezone TO 'America/New_York'")
+    try:
+        task = enqueue(broker, deadline=broker.now() + timedelta(hours=1))
+        leased = _lease(leaser, "default", 1).tasks[0]
+    finally:
+        with connections[db_alias].cursor() as cursor:
+            cursor.execute(f'ALTER DATABASE "{name}" RESET timezone')
+    assert (leased.due_at, leased.enqueued_at, leased.deadline) == (task.due_at, task.enqueued_at, task.deadline)
+
+
+def test_a_queue_with_limits_is_left_to_the_locked_path(broker, leaser):
+    enqueue(broker)
+    broker.set_rate_limit("default", 5, 1)
+
+    assert _lease(leaser, "default", 1) is None
+    assert broker.get_task(broker.tasks.get().id).state == State.PENDING  # nothing claimed
+
+
+def test_the_connection_is_named_for_operators(broker, leaser, db_alias):
+    async def go():
+        try:
+            await leaser.lease("default", 1, "h")
+            conn = await leaser._connection()
+            return (await (await conn.execute("SELECT current_setting('application_name')")).fetchone())[0]
+        finally:
+            await leaser.close()
+
+    assert asyncio.run(go()) == APPLICATION_NAME
