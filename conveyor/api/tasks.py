@@ -98,22 +98,27 @@ class EnqueueBatchView(ApiView):
     )
     def post(self, request: Request) -> Response:
         """Enqueue up to 1000 tasks; each item succeeds or fails on its own (`index` names it)."""
-        items = task_items(request.data)
-        out: list[dict[str, Any]] = [{} for _ in items]
-        valid: list[tuple[int, Any]] = []
-        for i, item in enumerate(items):
-            try:
-                valid.append((i, parse.parse_task(item)))
-            except InvalidArgument as exc:
-                out[i] = {"index": i, "error": error_body(with_index(exc, i))}
-        stored = get_broker().enqueue_batch([spec for _, spec in valid]) if valid else []
-        for (index, _), result in zip(valid, stored, strict=True):
-            if result.error is not None:
-                # The broker numbered the items it saw; name the request's index.
-                out[index] = {"index": index, "error": error_body(with_index(result.error, index))}
-            else:
-                out[index] = {"index": index, "created": result.created, "task": render.task(result.task)}  # type: ignore[arg-type]
-        return Response({"results": out})
+        return Response(enqueue_batch(request.data))
+
+
+def enqueue_batch(data: Any) -> dict[str, Any]:
+    """The batch endpoint's work and answer (the view and the node's fast path share it)."""
+    items = task_items(data)
+    out: list[dict[str, Any]] = [{} for _ in items]
+    valid: list[tuple[int, Any]] = []
+    for i, item in enumerate(items):
+        try:
+            valid.append((i, parse.parse_task(item)))
+        except InvalidArgument as exc:
+            out[i] = {"index": i, "error": error_body(with_index(exc, i))}
+    stored = get_broker().enqueue_batch([spec for _, spec in valid]) if valid else []
+    for (index, _), result in zip(valid, stored, strict=True):
+        if result.error is not None:
+            # The broker numbered the items it saw; name the request's index.
+            out[index] = {"index": index, "error": error_body(with_index(result.error, index))}
+        else:
+            out[index] = {"index": index, "created": result.created, "task": render.task(result.task)}  # type: ignore[arg-type]
+    return {"results": out}
 
 
 class EnqueueTxView(ApiView):

@@ -1,7 +1,8 @@
-"""The node's ASGI fast path for one-by-one enqueue answers exactly as the Django views do.
+"""The node's ASGI fast path for enqueue answers exactly as the Django views do.
 
-A node serves ``POST /api/v1/tasks`` and ``POST /conveyor.v1.TaskService/Enqueue``
-through ``conveyor.api.fastpath`` (in front of Django); Django's test client
+A node serves ``POST /api/v1/tasks``, ``POST /api/v1/tasks/batch`` and
+``POST /conveyor.v1.TaskService/Enqueue`` through ``conveyor.api.fastpath``
+(in front of Django); Django's test client
 never goes there. Each request below is sent both ways and must get the same
 status and the same error (code, field, index) or the same task.
 """
@@ -43,6 +44,22 @@ REST_CASES = [
     pytest.param(b'{"type": "x", "priority": NaN}', id="nan"),
     pytest.param(b'{"type": "\xff"}', id="bad-utf8"),
     pytest.param(b"[" * 50_000 + b"]" * 50_000, id="nested-too-deep"),
+]
+BATCH_CASES = [
+    pytest.param({"tasks": [{"type": "x", "json": {"n": i}} for i in range(3)]}, id="valid"),
+    pytest.param({"tasks": [{"type": "x"}, {"type": "x", "queue": "-bad"}, {"type": "x"}]}, id="one-bad-item"),
+    pytest.param(
+        {"tasks": [{"type": "x", "unique_key": "held"}, {"type": "x", "id": "fixed-id"}]}, id="duplicate-known"
+    ),
+    pytest.param(
+        {"tasks": [{"type": "x", "unique_key": "k"}, {"type": "x", "unique_key": "k"}]}, id="duplicate-inside"
+    ),
+    pytest.param({"tasks": []}, id="empty"),
+    pytest.param({"tasks": [{"type": "x"}] * 1001}, id="too-many"),
+    pytest.param({"jobs": [{"type": "x"}]}, id="no-tasks-field"),
+    pytest.param({"tasks": {"type": "x"}}, id="tasks-not-a-list"),
+    pytest.param([{"type": "x"}], id="array"),
+    pytest.param(b"{bad", id="not-json"),
 ]
 CONNECT_CASES = [
     pytest.param(
@@ -118,6 +135,25 @@ def test_rest_enqueue_fast_path_matches_the_view(broker, body):
     assert comparable(fast_body) == comparable(slow_body)
 
 
+@pytest.mark.parametrize("body", BATCH_CASES)
+def test_batch_enqueue_fast_path_matches_the_view(broker, body):
+    def setup() -> None:
+        Task.objects.all().delete()
+        enqueue(broker, unique_key="held")
+        enqueue(broker, id="fixed-id", type="stored")
+
+    (fast_status, fast_body, _), (slow_status, slow_body, _) = both_ways("/api/v1/tasks/batch", raw(body), {}, setup)
+    assert fast_status == slow_status
+    assert fast_status < 500
+
+    def each(answer: Any) -> Any:
+        if isinstance(answer, dict) and "results" in answer:
+            return [{"index": r["index"]} | comparable(r.get("error", r)) for r in answer["results"]]
+        return comparable(answer)
+
+    assert each(fast_body) == each(slow_body)
+
+
 @pytest.mark.parametrize("body", CONNECT_CASES)
 def test_connect_enqueue_fast_path_matches_the_view(broker, body):
     def setup() -> None:
@@ -131,7 +167,7 @@ def test_connect_enqueue_fast_path_matches_the_view(broker, body):
     assert comparable(fast[1]) == comparable(slow[1])
 
 
-@pytest.mark.parametrize("path", ["/api/v1/tasks", "/conveyor.v1.TaskService/Enqueue"])
+@pytest.mark.parametrize("path", ["/api/v1/tasks", "/api/v1/tasks/batch", "/conveyor.v1.TaskService/Enqueue"])
 @pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}], ids=["no-token", "wrong-token"])
 def test_fast_path_without_a_valid_token_is_401_like_the_view(tokens, path, headers):
     status, body, response_headers = via_fast_path(path, b'{"type": "x"}', headers)
