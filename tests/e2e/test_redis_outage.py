@@ -88,8 +88,13 @@ def test_tasks_enqueued_while_redis_is_down_run_once_after_it_returns(pg_databas
         def done_ids() -> Counter:
             return Counter(e["task"] for e in worker.events() if e["event"] == "done")
 
-        before = producing.enqueue(queue="outage", json={})
+        before = producing.enqueue(queue="outage", json={}, retention="5m")
         wait_for(lambda: before["id"] in done_ids(), 20, what="a task before the outage")
+        # Let the serving node settle: its ack committed, and the lease its
+        # freed credit starts found the queue empty (else that lease, not a
+        # wake, could pick up what is enqueued next).
+        wait_for(lambda: serving.task(before["id"])["state"] == "completed", 20, what="the ack")
+        time.sleep(0.5)
 
         private_redis.kill()
         during = [producing.enqueue(queue="outage", json={"n": i}, retention="5m")["id"] for i in range(5)]
