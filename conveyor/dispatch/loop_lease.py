@@ -14,8 +14,9 @@ database (``application_name`` "conveyor-lease" unless set) and configured
 as Django configures its own: the session time zone Django's adapters
 assume, and ``assume_role``. A statement that runs longer than
 ``LEASE_STATEMENT_TIMEOUT`` is canceled by the server, so a stuck lease
-cannot hold up the node's other queues (they share the connection). Any
-error drops the connection: the next lease opens a new one.
+cannot hold up the node's other queues for long (they share up to
+``DB_THREADS`` connections). Any error drops the connection it happened on:
+the next lease opens a new one.
 """
 
 from __future__ import annotations
@@ -42,56 +43,66 @@ LEASE_STATEMENT_TIMEOUT_MS = 10_000
 
 
 class LoopLeaser:
-    def __init__(self, broker: Broker) -> None:
+    """Up to *size* connections, opened as concurrent leases need them.
+
+    One dispatcher leases one batch at a time, so a node needs as many
+    connections as queues leasing at the same moment, bounded like its
+    database threads (``DB_THREADS``).
+    """
+
+    def __init__(self, broker: Broker, size: int = 1) -> None:
         self.broker = broker
-        self._conn: psycopg.AsyncConnection[Any] | None = None
-        self._lock = asyncio.Lock()  # one statement at a time on the connection
+        self._slots = asyncio.Semaphore(max(1, size))
+        self._idle: list[psycopg.AsyncConnection[Any]] = []
+        self._busy: set[psycopg.AsyncConnection[Any]] = set()
 
     async def start(self, db: DatabaseExecutor) -> None:
         await db.run(self.broker.compile_lease_statements)  # compiling needs Django's connection
 
     async def lease(self, queue: str, n: int, holder: str) -> LeaseBatch | None:
         """Lease like ``Broker.lease``; None when the queue needs the locked path."""
-        async with self._lock:
-            conn = await self._connection()
+        async with self._slots:
+            conn = self._idle.pop() if self._idle else await self._connect()
+            self._busy.add(conn)
             try:
-                return await self.broker.lease_on(conn, queue, n, holder)
+                batch = await self.broker.lease_on(conn, queue, n, holder)
             except BaseException:
-                await self._drop()
+                self._busy.discard(conn)
+                await _close(conn)
                 raise
+            self._busy.discard(conn)
+            self._idle.append(conn)
+            return batch
 
-    async def _connection(self) -> psycopg.AsyncConnection[Any]:
-        if self._conn is None or self._conn.closed:
-            django_conn = connections[self.broker.db]
-            params = django_conn.get_connection_params()
-            params.pop("cursor_factory", None)  # Django's is a sync, client-side cursor
-            params.setdefault("application_name", APPLICATION_NAME)
-            params["prepare_threshold"] = pg.NEVER_AUTOMATICALLY
-            conn = await psycopg.AsyncConnection.connect(**params, autocommit=True)
-            try:
-                # Django's timestamp loaders take the session's time zone to be
-                # Django's (it sets it on its own connections); so must we.
-                await conn.execute("SELECT set_config('TimeZone', %s, false)", [django_conn.timezone_name or "UTC"])
-                await conn.execute(
-                    "SELECT set_config('statement_timeout', %s, false)", [str(LEASE_STATEMENT_TIMEOUT_MS)]
-                )
-                role = django_conn.settings_dict["OPTIONS"].get("assume_role")
-                if role:
-                    await conn.execute(psycopg.sql.SQL("SET ROLE {}").format(psycopg.sql.Identifier(role)))
-            except BaseException:
-                await conn.close()
-                raise
-            self._conn = conn
-        return self._conn
-
-    async def _drop(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                await conn.close()
-            except Exception:
-                logger.debug("closing the lease connection failed", exc_info=True)
+    async def _connect(self) -> psycopg.AsyncConnection[Any]:
+        django_conn = connections[self.broker.db]
+        params = django_conn.get_connection_params()
+        params.pop("cursor_factory", None)  # Django's is a sync, client-side cursor
+        params.setdefault("application_name", APPLICATION_NAME)
+        params["prepare_threshold"] = pg.NEVER_AUTOMATICALLY
+        conn = await psycopg.AsyncConnection.connect(**params, autocommit=True)
+        try:
+            # Django's timestamp loaders take the session's time zone to be
+            # Django's (it sets it on its own connections); so must we.
+            await conn.execute("SELECT set_config('TimeZone', %s, false)", [django_conn.timezone_name or "UTC"])
+            await conn.execute("SELECT set_config('statement_timeout', %s, false)", [str(LEASE_STATEMENT_TIMEOUT_MS)])
+            role = django_conn.settings_dict["OPTIONS"].get("assume_role")
+            if role:
+                await conn.execute(psycopg.sql.SQL("SET ROLE {}").format(psycopg.sql.Identifier(role)))
+        except BaseException:
+            await _close(conn)
+            raise
+        return conn
 
     async def close(self) -> None:
-        async with self._lock:
-            await self._drop()
+        conns, self._idle = [*self._idle, *self._busy], []
+        self._busy.clear()
+        for conn in conns:
+            await _close(conn)
+
+
+async def _close(conn: psycopg.AsyncConnection[Any]) -> None:
+    try:
+        await conn.close()
+    except Exception:
+        logger.debug("closing a lease connection failed", exc_info=True)

@@ -106,7 +106,8 @@ class Node:
         self.host, self.port, self.dev = host, port, dev
         self.broker = Broker(hooks=NodeHooks(self))
         self.db = DatabaseExecutor(conveyor_settings.DB_THREADS)
-        self.leaser = LoopLeaser(self.broker) if self.broker.is_postgres and conveyor_settings.LEASE_ON_LOOP else None
+        on_loop = self.broker.is_postgres and conveyor_settings.LEASE_ON_LOOP
+        self.leaser = LoopLeaser(self.broker, conveyor_settings.DB_THREADS) if on_loop else None
         self.layer: Any = get_channel_layer()
         self.shared_layer = not isinstance(self.layer, InMemoryChannelLayer)
         self.dispatchers: dict[str, QueueDispatcher] = {}

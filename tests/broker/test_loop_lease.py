@@ -73,9 +73,28 @@ def test_the_connection_is_named_for_operators(broker, leaser, db_alias):
     async def go():
         try:
             await leaser.lease("default", 1, "h")
-            conn = await leaser._connection()
+            conn = leaser._idle[0]
             return (await (await conn.execute("SELECT current_setting('application_name')")).fetchone())[0]
         finally:
             await leaser.close()
 
     assert asyncio.run(go()) == APPLICATION_NAME
+
+
+@pytest.mark.parametrize("size", [1, 3])
+def test_concurrent_leases_of_several_queues_use_at_most_size_connections(broker, size):
+    broker.compile_lease_statements()
+    queues = [f"q{i}" for i in range(5)]
+    tasks = {q: enqueue(broker, queue=q).id for q in queues}
+    leaser = LoopLeaser(broker, size)
+
+    async def go():
+        try:
+            batches = await asyncio.gather(*(leaser.lease(q, 1, "h") for q in queues))
+            return batches, len(leaser._idle)
+        finally:
+            await leaser.close()
+
+    batches, opened = asyncio.run(go())
+    assert {b.tasks[0].queue: b.tasks[0].id for b in batches} == tasks
+    assert opened == size
