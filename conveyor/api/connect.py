@@ -143,22 +143,14 @@ def enqueue(data: dict[str, Any]) -> dict[str, Any]:
 
 def enqueue_batch(data: dict[str, Any]) -> dict[str, Any]:
     """Each item succeeds or fails alone; a refused item's error names its index."""
-    from conveyor.api.tasks import task_items, with_index
+    from conveyor.api.tasks import enqueue_each, task_items
 
-    items = task_items(data)
-    results: list[dict[str, Any]] = [{} for _ in items]
-    valid: list[tuple[int, Any]] = []
-    for i, item in enumerate(items):
-        try:
-            valid.append((i, parse.parse_task(task_in(item))))
-        except InvalidArgument as exc:
-            results[i] = {"index": i, "error": item_error(with_index(exc, i))}
-    stored = get_broker().enqueue_batch([spec for _, spec in valid]) if valid else []
-    for (index, _), r in zip(valid, stored, strict=True):
-        if r.error is not None:
-            results[index] = {"index": index, "error": item_error(with_index(r.error, index))}
-        else:
-            results[index] = {"index": index, "task": task_out(r.task), "created": r.created}
+    results = enqueue_each(
+        task_items(data),
+        lambda item: parse.parse_task(task_in(item)),
+        item_error,
+        lambda result: {"task": task_out(result.task), "created": result.created},
+    )
     return {"results": results}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -103,22 +104,42 @@ class EnqueueBatchView(ApiView):
 
 def enqueue_batch(data: Any) -> dict[str, Any]:
     """The batch endpoint's work and answer (the view and the node's fast path share it)."""
-    items = task_items(data)
+    results = enqueue_each(
+        task_items(data),
+        parse.parse_task,
+        error_body,
+        lambda result: {"created": result.created, "task": render.task(result.task)},
+    )
+    return {"results": results}
+
+
+def enqueue_each(
+    items: list[Any],
+    to_spec: Callable[[Any], Any],
+    error: Callable[[ConveyorError], dict[str, Any]],
+    stored: Callable[[Any], dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """Enqueue a batch item by item: one ``{"index", ...}`` answer per item.
+
+    A refused item (bad input, or refused by the broker) gets ``error`` of
+    its exception renumbered to the request's index; the others ``stored``
+    of their broker result. REST and Connect differ only in these three.
+    """
     out: list[dict[str, Any]] = [{} for _ in items]
     valid: list[tuple[int, Any]] = []
     for i, item in enumerate(items):
         try:
-            valid.append((i, parse.parse_task(item)))
+            valid.append((i, to_spec(item)))
         except InvalidArgument as exc:
-            out[i] = {"index": i, "error": error_body(with_index(exc, i))}
-    stored = get_broker().enqueue_batch([spec for _, spec in valid]) if valid else []
-    for (index, _), result in zip(valid, stored, strict=True):
+            out[i] = {"index": i, "error": error(with_index(exc, i))}
+    results = get_broker().enqueue_batch([spec for _, spec in valid]) if valid else []
+    for (index, _), result in zip(valid, results, strict=True):
         if result.error is not None:
             # The broker numbered the items it saw; name the request's index.
-            out[index] = {"index": index, "error": error_body(with_index(result.error, index))}
+            out[index] = {"index": index, "error": error(with_index(result.error, index))}
         else:
-            out[index] = {"index": index, "created": result.created, "task": render.task(result.task)}  # type: ignore[arg-type]
-    return {"results": out}
+            out[index] = {"index": index, **stored(result)}
+    return out
 
 
 class EnqueueTxView(ApiView):
