@@ -85,6 +85,11 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def percentile_rows(label: str, prefix: str) -> list[tuple[str, str, str]]:
+    """The p50/p95/p99 rows of ``latency_percentiles(..., prefix)`` for print_table."""
+    return [(label.format(p=f"p{p}"), f"{prefix}_p{p}_ms", "{:.1f}") for p in (50, 95, 99)]
+
+
 def print_table(rows: list[tuple[str, str, str]], results: dict[str, dict[str, float]], width: int = 52) -> None:
     """One line per (label, key, format) row, one column per result; "-" where a key is missing."""
     names = list(results)

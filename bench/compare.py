@@ -20,7 +20,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import ROOT, fresh_database, print_table
+from bench.common import ROOT, fresh_database, percentile_rows, print_table
 from bench.dispatch_bench import bench_backend
 
 PEERS_PYTHON = ROOT / "bench" / ".peers" / "bin" / "python"
@@ -76,12 +76,8 @@ def main() -> None:
         ("enqueue one-by-one over HTTP, 8 producers", "enqueue_one_8_per_s", "{:,.0f}"),
         ("enqueue in bulk over HTTP (tasks/s)", "enqueue_batch_per_s", "{:,.0f}"),
         (f"drain {args.tasks:,} no-op, concurrency 50 (tasks/s)", "drain_per_s", "{:,.0f}"),
-        (f"latency p50 at {args.rate:.0f}/s, client library (ms)", "code_p50_ms", "{:.1f}"),
-        (f"latency p95 at {args.rate:.0f}/s, client library (ms)", "code_p95_ms", "{:.1f}"),
-        (f"latency p99 at {args.rate:.0f}/s, client library (ms)", "code_p99_ms", "{:.1f}"),
-        (f"latency p50 at {args.rate:.0f}/s over HTTP (ms)", "latency_p50_ms", "{:.1f}"),
-        (f"latency p95 at {args.rate:.0f}/s over HTTP (ms)", "latency_p95_ms", "{:.1f}"),
-        (f"latency p99 at {args.rate:.0f}/s over HTTP (ms)", "latency_p99_ms", "{:.1f}"),
+        *percentile_rows(f"latency {{p}} at {args.rate:.0f}/s, client library (ms)", "code"),
+        *percentile_rows(f"latency {{p}} at {args.rate:.0f}/s over HTTP (ms)", "latency"),
         ("worker peak RSS (MB)", "worker_rss_mb", "{:.0f}"),
     ]
     print_table(rows, results)

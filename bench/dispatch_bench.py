@@ -35,7 +35,16 @@ import httpx
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import REDIS_URL, ROOT, fresh_database, latency_percentiles, peak_rss_mb, print_table, vacuum
+from bench.common import (
+    REDIS_URL,
+    ROOT,
+    fresh_database,
+    latency_percentiles,
+    peak_rss_mb,
+    percentile_rows,
+    print_table,
+    vacuum,
+)
 
 
 class Node:
@@ -275,12 +284,8 @@ def main() -> None:
         (f"drain {args.tasks:,} no-op, concurrency {args.concurrency} (tasks/s)", "drain_per_s", "{:,.0f}"),
         (f"idle worker: latency p50 over {IDLE_TASKS} (ms)", "idle_p50_ms", "{:.1f}"),
         (f"idle worker: latency p99 over {IDLE_TASKS} (ms)", "idle_p99_ms", "{:.1f}"),
-        (f"latency p50 at {args.rate:.0f}/s (ms)", "latency_p50_ms", "{:.1f}"),
-        (f"latency p95 at {args.rate:.0f}/s (ms)", "latency_p95_ms", "{:.1f}"),
-        (f"latency p99 at {args.rate:.0f}/s (ms)", "latency_p99_ms", "{:.1f}"),
-        (f"from Django code: latency p50 at {args.rate:.0f}/s (ms)", "code_p50_ms", "{:.1f}"),
-        (f"from Django code: latency p95 at {args.rate:.0f}/s (ms)", "code_p95_ms", "{:.1f}"),
-        (f"from Django code: latency p99 at {args.rate:.0f}/s (ms)", "code_p99_ms", "{:.1f}"),
+        *percentile_rows(f"latency {{p}} at {args.rate:.0f}/s (ms)", "latency"),
+        *percentile_rows(f"from Django code: latency {{p}} at {args.rate:.0f}/s (ms)", "code"),
         ("node peak RSS (MB)", "node_rss_mb", "{:.0f}"),
         ("worker peak RSS (MB)", "worker_rss_mb", "{:.0f}"),
     ]

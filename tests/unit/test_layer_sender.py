@@ -6,7 +6,9 @@ import asyncio
 import os
 import sys
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis.exceptions
@@ -40,25 +42,32 @@ async def _join_and_receive(layer: BaseChannelLayer, group: str, count: int, rea
     return [await asyncio.wait_for(layer.receive(channel), 5) for _ in range(count)]
 
 
-def test_messages_arrive_in_the_order_sent_whether_waited_for_or_not(layer: BaseChannelLayer) -> None:
-    sender = LayerSender()
+def _received(layer: BaseChannelLayer, count: int, produce: Callable[[], Awaitable[None]]) -> list[int]:
+    """Join group "g", run *produce*, return the ``n`` of the first *count* messages."""
 
     async def scenario() -> list[dict]:
         ready = asyncio.Event()
-        receiving = asyncio.create_task(_join_and_receive(layer, "g", 20, ready))
+        receiving = asyncio.create_task(_join_and_receive(layer, "g", count, ready))
         await ready.wait()
-        loop = asyncio.get_running_loop()
-
-        def send_all() -> None:
-            for i in range(20):
-                sender.send(layer, "g", {"type": "t", "n": i}, wait=i % 3 == 0)
-            sender.flush()
-
-        await loop.run_in_executor(None, send_all)
+        await produce()
         return await receiving
 
-    got = asyncio.run(scenario())
-    assert [m["n"] for m in got] == list(range(20))
+    return [m["n"] for m in asyncio.run(scenario())]
+
+
+async def _in_thread(fn: Callable[[], Any]) -> Any:
+    return await asyncio.get_running_loop().run_in_executor(None, fn)
+
+
+def test_messages_arrive_in_the_order_sent_whether_waited_for_or_not(layer: BaseChannelLayer) -> None:
+    sender = LayerSender()
+
+    def send_all() -> None:
+        for i in range(20):
+            sender.send(layer, "g", {"type": "t", "n": i}, wait=i % 3 == 0)
+        sender.flush()
+
+    assert _received(layer, 20, lambda: _in_thread(send_all)) == list(range(20))
 
 
 def test_one_loop_and_one_connection_serve_every_message(layer: BaseChannelLayer) -> None:
@@ -81,22 +90,16 @@ def test_a_wake_that_redis_refuses_raises_to_the_caller() -> None:
 
 def test_flush_waits_until_messages_sent_without_waiting_have_gone_out(layer: BaseChannelLayer) -> None:
     sender = LayerSender()
+    flushed: list[bool] = []
 
-    async def scenario() -> list[dict]:
-        ready = asyncio.Event()
-        receiving = asyncio.create_task(_join_and_receive(layer, "g", 50, ready))
-        await ready.wait()
+    def send_all() -> None:
+        for i in range(50):
+            sender.send(layer, "g", {"type": "t", "n": i}, wait=False)
+        sender.flush(timeout=5)
+        flushed.append(not sender._pending)
 
-        def send_all() -> bool:
-            for i in range(50):
-                sender.send(layer, "g", {"type": "t", "n": i}, wait=False)
-            sender.flush(timeout=5)
-            return not sender._pending
-
-        assert await asyncio.get_running_loop().run_in_executor(None, send_all)
-        return await receiving
-
-    assert [m["n"] for m in asyncio.run(scenario())] == list(range(50))
+    assert _received(layer, 50, lambda: _in_thread(send_all)) == list(range(50))
+    assert flushed == [True]
 
 
 EXITING_PRODUCER = """
@@ -122,15 +125,11 @@ def test_events_queued_just_before_the_process_exits_are_delivered(layer: BaseCh
     url = REDIS_URL.replace("127.0.0.1", "localhost")
     prefix = layer._kwargs["prefix"]
 
-    async def scenario() -> list[dict]:
-        ready = asyncio.Event()
-        receiving = asyncio.create_task(_join_and_receive(layer, "g", 20, ready))
-        await ready.wait()
+    async def exiting_producer() -> None:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-c", EXITING_PRODUCER, url, prefix, cwd=ROOT, stderr=asyncio.subprocess.PIPE
         )
         _, err = await proc.communicate()
         assert proc.returncode == 0, err.decode()
-        return await receiving
 
-    assert [m["n"] for m in asyncio.run(scenario())] == list(range(20))
+    assert _received(layer, 20, exiting_producer) == list(range(20))
