@@ -4,9 +4,9 @@ The ORM renders a batch as one placeholder per value: a 1,000-task insert
 is 30,000 placeholders that the driver splits and binds one by one, and a
 100-task ack is an ``IN`` list PostgreSQL plans afresh each time. Here a
 large insert is a ``COPY`` (15 ms for 1,000 tasks, against 33 ms for one
-array per column through ``unnest`` and far more for placeholders), and a
-large ack takes one array per column, so their cost no longer grows with
-the number of placeholders. SQLite keeps the ORM forms; the conformance
+array per column through ``unnest`` and far more for placeholders), and an
+ack of any size takes one array per column, so their cost no longer grows
+with the number of placeholders. SQLite keeps the ORM forms; the conformance
 suite runs every rule against both.
 
 They run as server-side prepared statements (``run``): Django binds
@@ -108,8 +108,7 @@ def insert_tasks(using: str, tasks: Sequence[Task]) -> None:
             copy.write_row([_cell(getattr(task, attname), attname) for _, attname in columns])
 
 
-# Up to this many rows a plain VALUES list (one prepared statement per
-# size); above, a COPY.
+# Up to this many rows a plain VALUES list; above, a COPY.
 FEW = 10
 _VALUES_SQL: dict[int, str] = {}
 
@@ -205,14 +204,12 @@ def complete(
     returning = ", ".join(f"t.{c}" for c in OUTCOME_COLUMNS)
     # One array per column, whatever the batch size: one prepared statement
     # (a VALUES list would make one per size, and per None/bytes pattern).
-    source = "unnest(%s::varchar[], %s::varchar[], %s::bytea[])"
-    pairs = [ids, leases, results]
     return run(
         using,
         "UPDATE conveyor_task AS t SET state = 'completed', finished_at = %s, updated_at = %s, "
         "purge_at = %s::timestamptz + make_interval(secs => coalesce(t.retention, %s)), "
         "lease_expires_at = NULL, progress = 100, result = v.result "
-        f"FROM {source} AS v(id, lease_id, result) "
+        "FROM unnest(%s::varchar[], %s::varchar[], %s::bytea[]) AS v(id, lease_id, result) "
         f"WHERE t.id = v.id AND t.lease_id = v.lease_id AND t.state = 'active' RETURNING {returning}",
-        [now, now, now, default_retention, *pairs],
+        [now, now, now, default_retention, ids, leases, results],
     )
