@@ -46,25 +46,35 @@ _POLICY_SEEN: dict[tuple[str, str], str] = {}
 _SENTINEL_TIME = datetime(1970, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 _SENTINEL_QUEUE = "conveyor-sentinel-queue-\u2063"
 _AGAIN = object()  # the one-statement lease guessed the queue's policy wrong
+# Queues (per database) whose last lease found limits or the random policy:
+# they go straight to the locked path, which reads the settings anyway and
+# takes them off this set when the limits are gone.
+_LOCKED_PATH: set[tuple[str, str]] = set()
+
+
+def _needs_locked_path(settings: Queue | None) -> bool:
+    return settings is not None and bool(settings.rate or settings.concurrency_limit or settings.policy == "random")
 
 
 class LeaseOps(BrokerBase):
-    def lease(self, queue: str, n: int, holder: str = "", *, one_statement: bool = True) -> LeaseBatch:
-        """Claim up to *n* due tasks of *queue* under fresh leases.
-
-        ``one_statement=False`` skips the one-statement attempt on
-        PostgreSQL (the caller already made it, e.g. ``lease_on``).
-        """
+    def lease(self, queue: str, n: int, holder: str = "") -> LeaseBatch:
+        """Claim up to *n* due tasks of *queue* under fresh leases."""
         if n <= 0:
             return LeaseBatch()
         now = self.now()
-        if self.is_postgres and one_statement:
+        if self.is_postgres and (self.db, queue) not in _LOCKED_PATH:
             batch = self._lease_one_statement(queue, n, holder, now)
             if batch is not None:
                 self.emit("leased", batch.tasks, now)
                 return batch
         with self.atomic():
             settings = self._lease_settings(queue)
+            if self.is_postgres:
+                # The settings in hand say which path the next lease takes.
+                if _needs_locked_path(settings):
+                    _LOCKED_PATH.add((self.db, queue))
+                else:
+                    _LOCKED_PATH.discard((self.db, queue))
             batch = self._lease_locked(queue, n, holder, settings, now)
         batch.tasks = [LeasedTask.from_model(t) for t in batch.tasks]
         self.emit("leased", batch.tasks, now)
@@ -79,13 +89,13 @@ class LeaseOps(BrokerBase):
         """``lease`` through a psycopg ``AsyncConnection`` (autocommit), on the event loop.
 
         PostgreSQL only, and only the one-statement case: None means the
-        queue needs the locked path (``lease(..., one_statement=False)`` in
-        a database thread), as it does before ``compile_lease_statements``
-        ran. Events are published at once: the statement committed on its own.
+        queue needs the locked path (``lease`` in a database thread), as it
+        does before ``compile_lease_statements`` ran. Events are published
+        at once: the statement committed on its own.
         """
         if n <= 0:
             return LeaseBatch()
-        if any((self.db, policy) not in _ONE_STATEMENT for policy in ORDERS):
+        if (self.db, queue) in _LOCKED_PATH or any((self.db, p) not in _ONE_STATEMENT for p in ORDERS):
             return None
         now = self.now()
         for _ in range(2):
@@ -146,6 +156,7 @@ class LeaseOps(BrokerBase):
         if paused:
             return LeaseBatch(throttled="paused")
         if rate or limit or actual == "random":
+            _LOCKED_PATH.add((self.db, queue))  # until a locked lease finds no limits
             return None
         if actual != policy:
             _POLICY_SEEN[(self.db, queue)] = actual

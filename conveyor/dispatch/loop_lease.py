@@ -7,7 +7,9 @@ enqueue-to-start at a steady rate). Here the one-statement lease runs on a
 psycopg ``AsyncConnection`` owned by the node: the loop sends the statement
 and goes on serving sockets until PostgreSQL answers. Queues with rate or
 concurrency limits, and the random policy, still take the locked path in a
-database thread (the statement says so and changes nothing).
+database thread: the statement says so and changes nothing, and from then
+on the broker sends that queue straight to the locked path until a locked
+lease finds its limits lifted.
 
 The connection is opened on first use with Django's parameters for the
 database (``application_name`` "conveyor-lease" unless set) and configured

@@ -214,7 +214,7 @@ class Node:
             batch = await self.leaser.lease(queue, n, self.id)
             if batch is not None:
                 return batch
-            return await self.db.run(self.broker.lease, queue, n, self.id, one_statement=False)
+        # SQLite, or a queue with limits: the locked path, in a database thread.
         return await self.db.run(self.broker.lease, queue, n, self.id)
 
     def dispatcher(self, queue: str) -> QueueDispatcher:

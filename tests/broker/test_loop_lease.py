@@ -98,3 +98,15 @@ def test_concurrent_leases_of_several_queues_use_at_most_size_connections(broker
     batches, opened = asyncio.run(go())
     assert {b.tasks[0].queue: b.tasks[0].id for b in batches} == tasks
     assert opened == size
+
+
+def test_a_queue_whose_limit_is_lifted_leases_on_the_loop_again_after_one_locked_lease(broker, leaser):
+    first, second, third = (enqueue(broker) for _ in range(3))
+    broker.set_concurrency_limit("default", 5)
+    assert _lease(leaser, "default", 1) is None  # limits: the locked path
+    assert [t.id for t in broker.lease("default", 1).tasks] == [first.id]
+
+    broker.delete_concurrency_limit("default")
+    assert _lease(leaser, "default", 1) is None  # still remembered as limited ...
+    assert [t.id for t in broker.lease("default", 1).tasks] == [second.id]  # ... until a locked lease looks
+    assert [t.id for t in _lease(leaser, "default", 1).tasks] == [third.id]
