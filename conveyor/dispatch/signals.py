@@ -5,12 +5,15 @@ group, events to the events group, cancel requests to the control group.
 With the in-memory layer there is nobody else to reach, so they stay quiet
 (a node notices such changes through its sweeps).
 
-Messages leave through one event loop thread per process (``LayerSender``)
-that keeps its Redis connections open: ``async_to_sync`` would start a new
-loop, and so open new connections, for every message (~1.6 ms a wake,
-most of an enqueue's cost). Wakes and control messages wait until Redis has
-them; events are sent behind them in order without holding up the caller,
-and whatever is still queued when the process exits is flushed first.
+Wakes and control messages wait until Redis has them. On the pub/sub layer
+Conveyor configures (one Redis server) they are one PUBLISH from the
+caller's thread over a kept-open connection (``DirectPublisher``): no
+event loop, no thread hop. Any other Redis layer, and events always, go
+through one event loop thread per process (``LayerSender``) that keeps its
+Redis connections open (``async_to_sync`` would start a new loop, and so
+open new connections, for every message: ~1.6 ms a wake). Events are sent
+without holding up the caller, and whatever is still queued when the
+process exits is flushed first.
 """
 
 from __future__ import annotations
@@ -137,9 +140,61 @@ class LayerSender:
 sender = LayerSender()
 
 
+class DirectPublisher:
+    """PUBLISH a message the way ``RedisPubSubChannelLayer.group_send`` does, synchronously.
+
+    Same channel name (``<prefix>__group__<group>``) and the layer's own
+    serializer, so a node's layer receives it like any group message. Only
+    for a pub/sub layer on one Redis server given by URL (no shards, no
+    Sentinel): ``for_layer`` returns None for anything else. redis-py's
+    pool is thread-safe and starts over in a forked child.
+    """
+
+    OPTIONS = ("socket_connect_timeout", "password", "username")
+
+    def __init__(self, layer: Any, url: str, options: dict[str, Any], prefix: str) -> None:
+        import redis
+
+        self.layer = layer
+        self.prefix = prefix
+        options = {k: v for k, v in options.items() if k in self.OPTIONS}
+        self.redis = redis.Redis.from_url(url, socket_timeout=SEND_TIMEOUT, **options)
+
+    @classmethod
+    def for_layer(cls, layer: Any) -> DirectPublisher | None:
+        from channels_redis.pubsub import RedisPubSubChannelLayer
+
+        if type(layer) is not RedisPubSubChannelLayer:
+            return None
+        kwargs = getattr(layer, "_kwargs", {})
+        hosts = kwargs.get("hosts")
+        if not (isinstance(hosts, list) and len(hosts) == 1 and isinstance(hosts[0], dict) and "address" in hosts[0]):
+            return None
+        host = dict(hosts[0])
+        url = host.pop("address")
+        if set(host) - {"socket_timeout", *cls.OPTIONS}:
+            return None  # options this publisher would not honour: leave it to the layer
+        return cls(layer, url, host, kwargs.get("prefix", "asgi"))
+
+    def publish(self, group: str, message: dict[str, Any]) -> None:
+        self.redis.publish(f"{self.prefix}__group__{group}", self.layer.serialize(message))
+
+
+_publishers: dict[int, tuple[Any, DirectPublisher | None]] = {}
+
+
+def direct_publisher(layer: Any) -> DirectPublisher | None:
+    """The process's one publisher for *layer* (None when it cannot have one)."""
+    entry = _publishers.get(id(layer))
+    if entry is None or entry[0] is not layer:
+        entry = _publishers[id(layer)] = (layer, DirectPublisher.for_layer(layer))
+    return entry[1]
+
+
 class ChannelLayerHooks(InlineHooks):
     def __init__(self) -> None:
         self._layer: Any = None
+        self._direct: DirectPublisher | None = None
 
     @property
     def layer(self) -> Any:
@@ -148,6 +203,8 @@ class ChannelLayerHooks(InlineHooks):
 
             layer = get_channel_layer()
             self._layer = False if layer is None or isinstance(layer, InMemoryChannelLayer) else layer
+            if self._layer:
+                self._direct = direct_publisher(self._layer)
         return self._layer
 
     @property
@@ -158,7 +215,10 @@ class ChannelLayerHooks(InlineHooks):
         if not self.layer:
             return
         try:
-            sender.send(self.layer, group, message, wait=wait)
+            if wait and self._direct is not None:
+                self._direct.publish(group, message)
+            else:
+                sender.send(self.layer, group, message, wait=wait)
         except Exception:  # best effort: a sweep recovers a lost message
             logger.warning("could not reach the channel layer for %s", group, exc_info=True)
 

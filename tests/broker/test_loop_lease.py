@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connections
+from django.test import override_settings
 
 from conveyor.dispatch.loop_lease import APPLICATION_NAME, LoopLeaser
 from conveyor.states import State
@@ -69,16 +70,33 @@ def test_a_queue_with_limits_is_left_to_the_locked_path(broker, leaser):
     assert broker.get_task(broker.tasks.get().id).state == State.PENDING  # nothing claimed
 
 
-def test_the_connection_is_named_for_operators(broker, leaser, db_alias):
+def _session_setting(leaser: LoopLeaser, name: str) -> str:
     async def go():
         try:
             await leaser.lease("default", 1, "h")
             conn = leaser._idle[0]
-            return (await (await conn.execute("SELECT current_setting('application_name')")).fetchone())[0]
+            return (await (await conn.execute("SELECT current_setting(%s)", [name])).fetchone())[0]
         finally:
             await leaser.close()
 
-    assert asyncio.run(go()) == APPLICATION_NAME
+    return asyncio.run(go())
+
+
+def test_the_connection_is_named_for_operators(broker, leaser):
+    assert _session_setting(leaser, "application_name") == APPLICATION_NAME
+
+
+def test_leases_commit_without_waiting_for_the_wal_flush_by_default(broker, leaser):
+    assert _session_setting(leaser, "synchronous_commit") == "off"
+    # Django's own connections (enqueue, ack) still wait for it.
+    with connections[broker.db].cursor() as cursor:
+        cursor.execute("SELECT current_setting('synchronous_commit')")
+        assert cursor.fetchone()[0] == "on"
+
+
+def test_lease_async_commit_off_keeps_the_servers_durable_commit(broker, leaser):
+    with override_settings(CONVEYOR={"LEASE_ASYNC_COMMIT": False}):
+        assert _session_setting(leaser, "synchronous_commit") == "on"
 
 
 @pytest.mark.parametrize("size", [1, 3])

@@ -15,7 +15,8 @@ import redis.exceptions
 from channels.layers import BaseChannelLayer
 from channels_redis.pubsub import RedisPubSubChannelLayer
 
-from conveyor.dispatch.signals import LayerSender
+from conveyor.dispatch import signals
+from conveyor.dispatch.signals import ChannelLayerHooks, DirectPublisher, LayerSender, direct_publisher
 from conveyor_site.layers import redis_channel_layer
 from tests.conftest import require_services
 from tests.services import redis_problem
@@ -133,3 +134,66 @@ def test_events_queued_just_before_the_process_exits_are_delivered(layer: BaseCh
         assert proc.returncode == 0, err.decode()
 
     assert _received(layer, 20, exiting_producer) == list(range(20))
+
+
+# -- wakes published straight from the caller's thread -------------------------------
+
+
+def test_a_direct_publish_reaches_a_group_member_of_the_layer(layer: BaseChannelLayer) -> None:
+    publisher = DirectPublisher.for_layer(layer)
+    assert publisher is not None
+
+    async def publish() -> None:
+        for i in range(3):
+            publisher.publish("g", {"type": "t", "n": i})
+
+    assert _received(layer, 3, publish) == [0, 1, 2]
+
+
+def test_wakes_from_django_code_leave_without_the_sender_thread(
+    layer: BaseChannelLayer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fresh = LayerSender()
+    monkeypatch.setattr(signals, "sender", fresh)
+    hooks = ChannelLayerHooks()
+    hooks._layer = layer
+    hooks._direct = direct_publisher(layer)
+
+    async def wake() -> None:
+        hooks._send("g", {"type": "conveyor.wake", "n": 7})
+
+    assert _received(layer, 1, wake) == [7]
+    assert fresh._loop is None  # no event loop thread was started for it
+
+
+def test_the_process_keeps_one_publisher_per_layer(layer: BaseChannelLayer) -> None:
+    assert direct_publisher(layer) is direct_publisher(layer)
+
+
+@pytest.mark.parametrize(
+    "hosts",
+    [
+        [{"address": "redis://127.0.0.1:6379/0"}, {"address": "redis://127.0.0.1:6380/0"}],  # sharded
+        [("127.0.0.1", 6379)],  # not a URL
+        [{"master_name": "m", "sentinels": [("127.0.0.1", 26379)]}],  # Sentinel
+        [{"address": "redis://127.0.0.1:6379/0", "ssl_cert_reqs": None}],  # an option it would not honour
+    ],
+)
+def test_layers_it_cannot_publish_for_exactly_are_left_to_the_sender(hosts: list[Any]) -> None:
+    assert DirectPublisher.for_layer(RedisPubSubChannelLayer(hosts=hosts, prefix="x")) is None
+
+
+def test_the_list_based_redis_layer_is_left_to_the_sender() -> None:
+    from channels_redis.core import RedisChannelLayer
+
+    assert DirectPublisher.for_layer(RedisChannelLayer(hosts=[{"address": "redis://127.0.0.1:6379/0"}])) is None
+
+
+def test_a_wake_redis_refuses_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
+    hooks = ChannelLayerHooks()
+    dead = RedisPubSubChannelLayer(**redis_channel_layer("redis://127.0.0.1:1/0", "dead")["CONFIG"])
+    hooks._layer = dead
+    hooks._direct = direct_publisher(dead)
+    assert hooks._direct is not None
+    hooks.wake(["default"])  # best effort: the enqueue that asked for it has committed
+    assert "could not reach the channel layer" in caplog.text
