@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,6 +32,37 @@ def fresh_database(backend: str, name: str = "conveyor_bench") -> str:
     env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "conveyor_site.settings"}
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
     return url
+
+
+@contextlib.contextmanager
+def durable_redis() -> Iterator[str]:
+    """A private redis-server on a free loopback port that fsyncs every write
+    (append-only file, ``appendfsync always``); yields its URL.
+
+    A peer on it keeps what it accepted through a Redis crash, as Conveyor
+    keeps what PostgreSQL committed: the same promise, so a fair comparison.
+    """
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    workdir = tempfile.mkdtemp(prefix="conveyor-bench-redis-")
+    argv = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", ""]
+    argv += ["--appendonly", "yes", "--appendfsync", "always", "--dir", workdir]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                if time.time() > deadline or proc.poll() is not None:
+                    raise SystemExit("the private redis-server did not start") from None
+                time.sleep(0.05)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 def vacuum(database_url: str) -> None:

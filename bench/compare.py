@@ -7,7 +7,10 @@ tasks with concurrency 50, enqueue->start latency at a steady rate.
 Conveyor runs in its production shape (PostgreSQL + Redis, one node). The
 peers enqueue through their client library from the producer's process;
 Conveyor's equivalent is enqueuing from Django code (the broker, straight to
-PostgreSQL), shown next to its REST API numbers.
+PostgreSQL), shown next to its REST API numbers. Celery runs twice: on the
+machine's Redis (no persistence: what it accepted is lost if Redis dies) and
+on a private Redis that fsyncs every write ("celery+fsync"), the promise
+Conveyor makes with PostgreSQL.
 """
 
 from __future__ import annotations
@@ -20,13 +23,13 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import ROOT, fresh_database, percentile_rows, print_table
+from bench.common import REDIS_URL, ROOT, durable_redis, fresh_database, percentile_rows, print_table
 from bench.dispatch_bench import bench_backend
 
 PEERS_PYTHON = ROOT / "bench" / ".peers" / "bin" / "python"
 
 
-def peer(script: str, args: argparse.Namespace) -> dict[str, float]:
+def peer(script: str, args: argparse.Namespace, **env: str) -> dict[str, float]:
     argv = [
         str(PEERS_PYTHON),
         str(ROOT / "bench" / "peers" / script),
@@ -36,7 +39,7 @@ def peer(script: str, args: argparse.Namespace) -> dict[str, float]:
         str(args.latency_tasks),
     ]
     out = subprocess.run(
-        argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=1800
+        argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **env}, capture_output=True, text=True, timeout=1800
     )
     if out.returncode != 0:
         print(out.stderr[-2000:], file=sys.stderr)
@@ -64,6 +67,8 @@ def main() -> None:
     results["conveyor"].update(in_process())
     if PEERS_PYTHON.exists():
         results["celery"] = peer("celery_bench.py", args)
+        with durable_redis() as url:  # Celery on a Redis that keeps what it accepted
+            results["celery+fsync"] = peer("celery_bench.py", args, BENCH_REDIS_URL=url, BENCH_COUNTER_URL=REDIS_URL)
         results["procrastinate"] = peer("procrastinate_bench.py", args)
     else:
         print(
