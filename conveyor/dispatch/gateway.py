@@ -138,6 +138,12 @@ class Gateway:
         self.groups[lease_id] = GroupInflight(lease_id, queue, tasks[0].type, {t.id for t in tasks})
         self.push_group(queue, group, tasks)
 
+    def _forget(self, task_id: str) -> None:
+        # Only our own entry: the task may already be in flight again under
+        # a new lease, on another gateway of this node, which cancels must reach.
+        if self.node.leases.get(task_id) is self:
+            del self.node.leases[task_id]
+
     def _supersede(self, task_id: str) -> None:
         # The task came back to this same worker under a new lease (its old
         # lease expired and the reaper re-queued it): the old delivery is
@@ -169,7 +175,7 @@ class Gateway:
             logger.debug("dropped a result for %s: not in flight under lease %s", task_id, lease_id)
             return False
         del self.inflight[task_id]
-        self.node.leases.pop(task_id, None)
+        self._forget(task_id)
         task, node = record.task, self.node
         if outcome == p.SUCCESS:
             node.acks.submit(task, encode_result(result))
@@ -254,7 +260,7 @@ class Gateway:
         record = self.inflight.pop(task_id, None)
         if record is None:
             return
-        self.node.leases.pop(task_id, None)
+        self._forget(task_id)
         self.push_cancel(task_id, record.task.lease_id or "", reason)
         self._slot_freed(record)
 
@@ -286,7 +292,7 @@ class Gateway:
                 continue
             refs.append((task_id, record.task.lease_id or ""))
             del self.inflight[task_id]
-            self.node.leases.pop(task_id, None)
+            self._forget(task_id)
         self.groups.clear()
         return refs
 

@@ -176,7 +176,7 @@ class WebhookGateway(Gateway):
         refs = self._take_all(keep=lambda task_id: task_id in parked)
         for task_id in parked:
             self.inflight.pop(task_id, None)
-            self.node.leases.pop(task_id, None)
+            self._forget(task_id)
         if refs:
             await self.node.db.run(self.node.broker.release_many, refs)
         for client in self.clients:
@@ -315,7 +315,7 @@ class WebhookGateway(Gateway):
         record = self.inflight.pop(task_id, None)
         if record is None:
             return
-        self.node.leases.pop(task_id, None)
+        self._forget(task_id)
         self._slot_freed(record)
 
     # -- cancel ----------------------------------------------------------------------------
