@@ -40,6 +40,30 @@ RANDOM_WINDOW = 10
 LEASED_COLUMNS = tuple(Task._meta.get_field(name).column for name in LEASED_FIELDS)
 _ONE_STATEMENT: dict[tuple[str, str], tuple[str, list[Any]]] = {}
 _SENTINEL_LIMIT = 987654321
+_NO_FLUSH_WAIT: dict[str, str] = {}
+
+
+def without_flush_wait(sql: str) -> str:
+    """The one-statement lease, committing without waiting for the WAL flush.
+
+    ``set_config(..., true)`` inside the statement sets ``synchronous_commit``
+    for the statement's own (autocommit) transaction only: nothing is left
+    on the session, which behind a transaction-pooling PgBouncer may next
+    serve someone else's enqueue. Only for statements that run on their own
+    (``lease_on``); in a caller's transaction it would cover all of it.
+    """
+    out = _NO_FLUSH_WAIT.get(sql)
+    if out is None:
+        head, tail = "WITH ", "LEFT JOIN leased ON true"
+        if not (sql.startswith(head) and sql.endswith(tail)):
+            raise RuntimeError("unexpected lease statement shape")
+        # First, so that operators see it in pg_stat_activity (which keeps
+        # only the start of a long statement).
+        nf = "WITH nf AS (SELECT set_config('synchronous_commit', 'off', true)), "
+        out = _NO_FLUSH_WAIT[sql] = nf + sql[len(head) :] + " CROSS JOIN nf"
+    return out
+
+
 # The ordering policy last seen per (database, queue): the one-statement
 # lease is compiled for a policy and checks it inside the statement.
 _POLICY_SEEN: dict[tuple[str, str], str] = {}
@@ -100,6 +124,8 @@ class LeaseOps(BrokerBase):
         now = self.now()
         for _ in range(2):
             sql, params, policy = self._one_statement_call(queue, n, holder, now)
+            if conveyor_settings.LEASE_ASYNC_COMMIT:
+                sql = without_flush_wait(sql)
             async with conn.cursor() as cursor:
                 await cursor.execute(sql, params, prepare=conveyor_settings.PREPARED_STATEMENTS)
                 rows = await cursor.fetchall()

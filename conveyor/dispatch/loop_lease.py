@@ -11,16 +11,10 @@ database thread: the statement says so and changes nothing, and from then
 on the broker sends that queue straight to the locked path until a locked
 lease finds its limits lifted.
 
-Its leases commit without waiting for the WAL flush
-(``synchronous_commit = off``, unless ``LEASE_ASYNC_COMMIT`` is off): the
-flush is most of a lease's time at a steady rate. A lease is the one write
-that may be lost this way, and losing it is safe: only a PostgreSQL crash
-within a fraction of a second of the lease can undo it, and then the task
-is pending again and is delivered again -- the at-least-once outcome of a
-node crash -- while the result of the first delivery is refused as a lost
-lease. Everything else (enqueue, ack, retry, release) commits durably, and
-since the WAL is written in order, a durable commit of the task's outcome
-makes its lease durable too.
+Its leases commit without waiting for the WAL flush: the statement sets
+``synchronous_commit = off`` for its own transaction (``without_flush_wait``
+in conveyor.broker.lease; ``LEASE_ASYNC_COMMIT`` turns it off). Why that is
+safe, and what it can cost, is in docs/architecture.md.
 
 The connection is opened on first use with Django's parameters for the
 database (``application_name`` "conveyor-lease" unless set) and configured
@@ -43,7 +37,6 @@ import psycopg.sql
 from django.db import connections
 
 from conveyor.broker import pg
-from conveyor.conf import conveyor_settings
 
 if TYPE_CHECKING:
     from conveyor.broker import Broker
@@ -100,8 +93,6 @@ class LoopLeaser:
             # Django's (it sets it on its own connections); so must we.
             await conn.execute("SELECT set_config('TimeZone', %s, false)", [django_conn.timezone_name or "UTC"])
             await conn.execute("SELECT set_config('statement_timeout', %s, false)", [str(LEASE_STATEMENT_TIMEOUT_MS)])
-            if conveyor_settings.LEASE_ASYNC_COMMIT:
-                await conn.execute("SELECT set_config('synchronous_commit', 'off', false)")
             role = django_conn.settings_dict["OPTIONS"].get("assume_role")
             if role:
                 await conn.execute(psycopg.sql.SQL("SET ROLE {}").format(psycopg.sql.Identifier(role)))

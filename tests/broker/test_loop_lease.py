@@ -6,9 +6,10 @@ import asyncio
 from datetime import timedelta
 
 import pytest
-from django.db import connections
+from django.db import connections, transaction
 from django.test import override_settings
 
+from conveyor.broker.lease import without_flush_wait
 from conveyor.dispatch.loop_lease import APPLICATION_NAME, LoopLeaser
 from conveyor.states import State
 from tests.broker.factories import enqueue, reload
@@ -86,17 +87,59 @@ def test_the_connection_is_named_for_operators(broker, leaser):
     assert _session_setting(leaser, "application_name") == APPLICATION_NAME
 
 
-def test_leases_commit_without_waiting_for_the_wal_flush_by_default(broker, leaser):
-    assert _session_setting(leaser, "synchronous_commit") == "off"
-    # Django's own connections (enqueue, ack) still wait for it.
-    with connections[broker.db].cursor() as cursor:
+def _last_lease_statement(leaser: LoopLeaser) -> tuple[str, str]:
+    """Lease once; the statement the lease connection last ran (as the server saw
+    it) and the session's synchronous_commit afterwards."""
+
+    def seen_by_the_server(pid: int) -> str:  # in a thread of its own: close what it opens
+        try:
+            with connections["postgres"].cursor() as cursor:
+                cursor.execute("SELECT query FROM pg_stat_activity WHERE pid = %s", [pid])
+                return cursor.fetchone()[0]
+        finally:
+            connections["postgres"].close()
+
+    async def go():
+        try:
+            await leaser.lease("default", 1, "h")
+            conn = leaser._idle[0]
+            statement = await asyncio.to_thread(seen_by_the_server, conn.info.backend_pid)
+            setting = (await (await conn.execute("SELECT current_setting('synchronous_commit')")).fetchone())[0]
+            return statement, setting
+        finally:
+            await leaser.close()
+
+    return asyncio.run(go())
+
+
+def _session_default() -> str:
+    with connections["postgres"].cursor() as cursor:
         cursor.execute("SELECT current_setting('synchronous_commit')")
-        assert cursor.fetchone()[0] == "on"
+        return cursor.fetchone()[0]
 
 
-def test_lease_async_commit_off_keeps_the_servers_durable_commit(broker, leaser):
+def test_a_lease_commits_without_waiting_for_the_wal_flush_and_leaves_the_session_as_it_was(broker, leaser):
+    enqueue(broker)
+    _, setting = _last_lease_statement(leaser)
+    assert setting == _session_default()  # nothing left behind for a pooler to hand on
+
+    # The statement the lease sends turns the flush wait off for its own transaction.
+    sql, params, _ = broker._one_statement_call("default", 1, "h", broker.now())
+    with connections["postgres"].cursor() as cursor, transaction.atomic(using="postgres"):
+        cursor.execute(without_flush_wait(sql), params)
+        cursor.execute("SELECT current_setting('synchronous_commit')")
+        assert cursor.fetchone()[0] == "off"
+    assert _session_default() != "off"
+
+
+def test_the_lease_statement_carries_the_setting_only_when_lease_async_commit_is_on(broker, leaser):
+    enqueue(broker)
+    statement, _ = _last_lease_statement(leaser)
+    assert "set_config('synchronous_commit', 'off', true)" in statement
     with override_settings(CONVEYOR={"LEASE_ASYNC_COMMIT": False}):
-        assert _session_setting(leaser, "synchronous_commit") == "on"
+        enqueue(broker)
+        statement, _ = _last_lease_statement(leaser)
+    assert "UPDATE conveyor_task" in statement and "synchronous_commit" not in statement
 
 
 @pytest.mark.parametrize("size", [1, 3])
