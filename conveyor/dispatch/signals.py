@@ -24,6 +24,7 @@ import concurrent.futures
 import logging
 import os
 import threading
+import weakref
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -145,9 +146,11 @@ class DirectPublisher:
 
     Same channel name (``<prefix>__group__<group>``) and the layer's own
     serializer, so a node's layer receives it like any group message. Only
-    for a pub/sub layer on one Redis server given by URL (no shards, no
-    Sentinel): ``for_layer`` returns None for anything else. redis-py's
-    pool is thread-safe and starts over in a forked child.
+    for a pub/sub layer on one Redis server given by a plain URL (no shards,
+    no Sentinel, no options in the URL's query): ``for_layer`` returns None
+    for anything else. A message takes at most ``SEND_TIMEOUT`` to connect
+    and as long again to be taken. redis-py's pool is thread-safe and starts
+    over in a forked child.
     """
 
     OPTIONS = ("socket_connect_timeout", "password", "username")
@@ -155,9 +158,10 @@ class DirectPublisher:
     def __init__(self, layer: Any, url: str, options: dict[str, Any], prefix: str) -> None:
         import redis
 
-        self.layer = layer
+        self._layer = weakref.ref(layer)  # the process's cache must not keep a layer alive
         self.prefix = prefix
         options = {k: v for k, v in options.items() if k in self.OPTIONS}
+        options["socket_connect_timeout"] = min(options.get("socket_connect_timeout") or SEND_TIMEOUT, SEND_TIMEOUT)
         self.redis = redis.Redis.from_url(url, socket_timeout=SEND_TIMEOUT, **options)
 
     @classmethod
@@ -172,23 +176,37 @@ class DirectPublisher:
             return None
         host = dict(hosts[0])
         url = host.pop("address")
-        if set(host) - {"socket_timeout", *cls.OPTIONS}:
+        if set(host) - {"socket_timeout", *cls.OPTIONS} or not isinstance(url, str) or "?" in url:
             return None  # options this publisher would not honour: leave it to the layer
-        return cls(layer, url, host, kwargs.get("prefix", "asgi"))
+        try:
+            return cls(layer, url, host, kwargs.get("prefix", "asgi"))
+        except Exception:  # a URL redis-py refuses: the layer's own path reports it when used
+            logger.warning("cannot publish straight to %s; wakes go through the layer", url, exc_info=True)
+            return None
 
     def publish(self, group: str, message: dict[str, Any]) -> None:
-        self.redis.publish(f"{self.prefix}__group__{group}", self.layer.serialize(message))
+        layer = self._layer()
+        if layer is None:
+            raise RuntimeError("the channel layer is gone")
+        self.redis.publish(f"{self.prefix}__group__{group}", layer.serialize(message))
 
 
-_publishers: dict[int, tuple[Any, DirectPublisher | None]] = {}
+_publishers: weakref.WeakKeyDictionary[Any, DirectPublisher | None] = weakref.WeakKeyDictionary()
+_publishers_lock = threading.Lock()
 
 
 def direct_publisher(layer: Any) -> DirectPublisher | None:
-    """The process's one publisher for *layer* (None when it cannot have one)."""
-    entry = _publishers.get(id(layer))
-    if entry is None or entry[0] is not layer:
-        entry = _publishers[id(layer)] = (layer, DirectPublisher.for_layer(layer))
-    return entry[1]
+    """The process's one publisher for *layer* (None when it cannot have one).
+
+    Kept as long as the layer lives; its connections close with it.
+    """
+    with _publishers_lock:
+        if layer in _publishers:
+            return _publishers[layer]
+        publisher = _publishers[layer] = DirectPublisher.for_layer(layer)
+    if publisher is not None:
+        weakref.finalize(layer, publisher.redis.close)
+    return publisher
 
 
 class ChannelLayerHooks(InlineHooks):

@@ -14,8 +14,10 @@ import pytest
 import redis.exceptions
 from channels.layers import BaseChannelLayer
 from channels_redis.pubsub import RedisPubSubChannelLayer
+from django.test import override_settings
 
 from conveyor.dispatch import signals
+from conveyor.dispatch.groups import queue_group
 from conveyor.dispatch.signals import ChannelLayerHooks, DirectPublisher, LayerSender, direct_publisher
 from conveyor_site.layers import redis_channel_layer
 from tests.conftest import require_services
@@ -139,6 +141,14 @@ def test_events_queued_just_before_the_process_exits_are_delivered(layer: BaseCh
 # -- wakes published straight from the caller's thread -------------------------------
 
 
+@pytest.fixture
+def fresh_sender(monkeypatch: pytest.MonkeyPatch) -> LayerSender:
+    """The process's sender, replaced by one that has not started its thread."""
+    fresh = LayerSender()
+    monkeypatch.setattr(signals, "sender", fresh)
+    return fresh
+
+
 def test_a_direct_publish_reaches_a_group_member_of_the_layer(layer: BaseChannelLayer) -> None:
     publisher = DirectPublisher.for_layer(layer)
     assert publisher is not None
@@ -151,23 +161,51 @@ def test_a_direct_publish_reaches_a_group_member_of_the_layer(layer: BaseChannel
 
 
 def test_wakes_from_django_code_leave_without_the_sender_thread(
-    layer: BaseChannelLayer, monkeypatch: pytest.MonkeyPatch
+    layer: BaseChannelLayer, fresh_sender: LayerSender
 ) -> None:
-    fresh = LayerSender()
-    monkeypatch.setattr(signals, "sender", fresh)
+    prefix = layer._kwargs["prefix"]
+    with override_settings(CHANNEL_LAYERS={"default": redis_channel_layer(REDIS_URL, prefix)}):
+        hooks = ChannelLayerHooks()  # finds the layer as enqueue does: get_channel_layer()
+
+        async def wake() -> None:
+            hooks.wake(["g"])
+
+        async def scenario() -> list[dict]:
+            ready = asyncio.Event()
+            receiving = asyncio.create_task(_join_and_receive(layer, queue_group("g"), 1, ready))
+            await ready.wait()
+            await wake()
+            return await receiving
+
+        messages = asyncio.run(scenario())
+    assert messages[0]["type"] == "conveyor.wake" and messages[0]["queue"] == "g"
+    assert fresh_sender._loop is None  # no event loop thread was started for it
+
+
+def test_a_wake_redis_refuses_is_logged_not_raised(caplog: pytest.LogCaptureFixture, fresh_sender: LayerSender) -> None:
     hooks = ChannelLayerHooks()
-    hooks._layer = layer
-    hooks._direct = direct_publisher(layer)
-
-    async def wake() -> None:
-        hooks._send("g", {"type": "conveyor.wake", "n": 7})
-
-    assert _received(layer, 1, wake) == [7]
-    assert fresh._loop is None  # no event loop thread was started for it
+    dead = RedisPubSubChannelLayer(**redis_channel_layer("redis://127.0.0.1:1/0", "dead")["CONFIG"])
+    hooks._layer = dead
+    hooks._direct = direct_publisher(dead)
+    assert hooks._direct is not None
+    hooks.wake(["default"])  # best effort: the enqueue that asked for it has committed
+    assert "could not reach the channel layer" in caplog.text
+    assert fresh_sender._loop is None
 
 
 def test_the_process_keeps_one_publisher_per_layer(layer: BaseChannelLayer) -> None:
-    assert direct_publisher(layer) is direct_publisher(layer)
+    first = direct_publisher(layer)
+    assert first is not None
+    assert direct_publisher(layer) is first
+
+
+def test_credentials_and_a_shorter_connect_timeout_are_passed_on() -> None:
+    host = {"address": "redis://127.0.0.1:6379/0", "username": "u", "password": "p", "socket_connect_timeout": 30}
+    publisher = DirectPublisher.for_layer(RedisPubSubChannelLayer(hosts=[host], prefix="x"))
+    assert publisher is not None
+    options = publisher.redis.connection_pool.connection_kwargs
+    assert (options["username"], options["password"]) == ("u", "p")
+    assert options["socket_connect_timeout"] == options["socket_timeout"] == signals.SEND_TIMEOUT
 
 
 @pytest.mark.parametrize(
@@ -177,23 +215,22 @@ def test_the_process_keeps_one_publisher_per_layer(layer: BaseChannelLayer) -> N
         [("127.0.0.1", 6379)],  # not a URL
         [{"master_name": "m", "sentinels": [("127.0.0.1", 26379)]}],  # Sentinel
         [{"address": "redis://127.0.0.1:6379/0", "ssl_cert_reqs": None}],  # an option it would not honour
+        [{"address": "redis://127.0.0.1:6379/0?socket_timeout=30"}],  # options in the URL win over its own
     ],
 )
 def test_layers_it_cannot_publish_for_exactly_are_left_to_the_sender(hosts: list[Any]) -> None:
     assert DirectPublisher.for_layer(RedisPubSubChannelLayer(hosts=hosts, prefix="x")) is None
 
 
+def test_a_url_redis_py_refuses_leaves_wakes_to_the_layer_and_enqueue_unharmed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    bad = RedisPubSubChannelLayer(hosts=[{"address": "redis://127.0.0.1:notaport/0"}], prefix="x")
+    assert DirectPublisher.for_layer(bad) is None
+    assert "wakes go through the layer" in caplog.text
+
+
 def test_the_list_based_redis_layer_is_left_to_the_sender() -> None:
     from channels_redis.core import RedisChannelLayer
 
     assert DirectPublisher.for_layer(RedisChannelLayer(hosts=[{"address": "redis://127.0.0.1:6379/0"}])) is None
-
-
-def test_a_wake_redis_refuses_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
-    hooks = ChannelLayerHooks()
-    dead = RedisPubSubChannelLayer(**redis_channel_layer("redis://127.0.0.1:1/0", "dead")["CONFIG"])
-    hooks._layer = dead
-    hooks._direct = direct_publisher(dead)
-    assert hooks._direct is not None
-    hooks.wake(["default"])  # best effort: the enqueue that asked for it has committed
-    assert "could not reach the channel layer" in caplog.text
