@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -35,13 +36,19 @@ def fresh_database(backend: str, name: str = "conveyor_bench") -> str:
 
 
 @contextlib.contextmanager
-def durable_redis() -> Iterator[str]:
+def durable_redis() -> Iterator[str | None]:
     """A private redis-server on a free loopback port that fsyncs every write
-    (append-only file, ``appendfsync always``); yields its URL.
+    (append-only file, ``appendfsync always``); yields its URL, or None when
+    redis-server is not installed.
 
     A peer on it keeps what it accepted through a Redis crash, as Conveyor
     keeps what PostgreSQL committed: the same promise, so a fair comparison.
     """
+    if shutil.which("redis-server") is None:
+        yield None
+        return
+    import redis
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -49,20 +56,28 @@ def durable_redis() -> Iterator[str]:
     argv = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", ""]
     argv += ["--appendonly", "yes", "--appendfsync", "always", "--dir", workdir]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
     try:
         deadline = time.time() + 10
         while True:
             try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
+                # The server we started, not another that took the port first.
+                if redis.Redis.from_url(url).config_get("appendfsync") == {"appendfsync": "always"}:
+                    break
+                raise SystemExit(f"another Redis answers on port {port}")
+            except redis.ConnectionError:
                 if time.time() > deadline or proc.poll() is not None:
                     raise SystemExit("the private redis-server did not start") from None
                 time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}/0"
+        yield url
     finally:
         proc.terminate()
-        proc.wait(10)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def vacuum(database_url: str) -> None:

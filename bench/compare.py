@@ -68,7 +68,10 @@ def main() -> None:
     if PEERS_PYTHON.exists():
         results["celery"] = peer("celery_bench.py", args)
         with durable_redis() as url:  # Celery on a Redis that keeps what it accepted
-            results["celery+fsync"] = peer("celery_bench.py", args, BENCH_REDIS_URL=url, BENCH_COUNTER_URL=REDIS_URL)
+            if url is not None:
+                results["celery+fsync"] = peer(
+                    "celery_bench.py", args, BENCH_REDIS_URL=url, BENCH_COUNTER_URL=REDIS_URL
+                )
         results["procrastinate"] = peer("procrastinate_bench.py", args)
     else:
         print(

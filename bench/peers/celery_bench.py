@@ -12,10 +12,12 @@ import subprocess
 import sys
 import time
 
+import redis
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from bench.common import latency_percentiles, peak_rss_mb
-from bench.peers.celery_app import PREFIX, counter, noop
+from bench.peers.celery_app import PREFIX, REDIS_URL, counter, noop
 
 
 def worker(concurrency: int) -> subprocess.Popen:
@@ -55,7 +57,8 @@ def wait_done(n: int, timeout: float = 600) -> None:
 
 def main() -> None:
     tasks, concurrency, rate, latency_tasks = (int(a) for a in sys.argv[1:5])
-    counter.delete(f"{PREFIX}:done", f"{PREFIX}:latency", f"{PREFIX}:first", f"{PREFIX}:last", PREFIX)
+    counter.delete(f"{PREFIX}:done", f"{PREFIX}:latency", f"{PREFIX}:first", f"{PREFIX}:last")
+    redis.Redis.from_url(REDIS_URL).delete(PREFIX)  # the broker's queue: start empty
     out: dict[str, float] = {}
     start = time.perf_counter()
     for _ in range(2000):
