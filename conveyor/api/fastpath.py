@@ -24,6 +24,8 @@ from conveyor.api import parse, render
 from conveyor.api.auth import auth_required, bearer_from_header, token_valid
 from conveyor.api.errors import error_body
 from conveyor.broker import get_broker
+from conveyor.broker.types import ItemResult
+from conveyor.conf import conveyor_settings
 from conveyor.exceptions import CONNECT_HTTP_STATUS, ConveyorError, InvalidArgument
 
 ASGIApp = Callable[
@@ -37,7 +39,10 @@ ROUTES = {"/api/v1/tasks": REST, "/api/v1/tasks/batch": BATCH, "/conveyor.v1.Tas
 
 
 def enqueue_rest(data: Any) -> tuple[int, dict[str, Any]]:
-    result = get_broker().enqueue_one(parse.parse_task(data))
+    return rest_answer(get_broker().enqueue_one(parse.parse_task(data)))
+
+
+def rest_answer(result: ItemResult) -> tuple[int, dict[str, Any]]:
     if result.error is not None:
         raise result.error
     return (201 if result.created else 200), render.task(result.task)  # type: ignore[arg-type]
@@ -86,7 +91,7 @@ class EnqueueFastPath:
             status, payload = _error(kind, InvalidArgument("", f"the request body is not JSON: {reason}"))
         else:
             try:
-                status, payload = await _run(HANDLERS[kind], data)
+                status, payload = await _run(kind, data)
             except ConveyorError as exc:
                 status, payload = _error(kind, exc)
         await _respond(send, status, payload)
@@ -107,13 +112,22 @@ class EnqueueFastPath:
         return kind
 
 
-async def _run(fn: Callable[[Any], tuple[int, dict[str, Any]]], data: Any) -> tuple[int, dict[str, Any]]:
+async def _run(kind: str, data: Any) -> tuple[int, dict[str, Any]]:
     from conveyor.dispatch.node import current_node
 
+    fn = HANDLERS[kind]
     node = current_node()
-    if node is not None:
-        return await node.db.run(fn, data)
-    return await sync_to_async(fn, thread_sensitive=False)(data)
+    if node is None:
+        return await sync_to_async(fn, thread_sensitive=False)(data)
+    if kind == REST and node.leaser is not None and conveyor_settings.ENQUEUE_ON_LOOP:
+        # One INSERT on the node's own connection, from the loop: no thread
+        # hops (a task that needs more than that goes to a database thread).
+        spec = parse.parse_task(data)
+        result = await node.leaser.enqueue(spec)
+        if result is None:
+            result = await node.db.run(get_broker().enqueue_one, spec)
+        return rest_answer(result)
+    return await node.db.run(fn, data)
 
 
 def _token_ok(scope: dict[str, Any]) -> bool:

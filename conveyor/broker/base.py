@@ -56,13 +56,26 @@ class BrokerBase:
             ids = list(task_ids)
             self.after_commit(lambda: self.hooks.resolve(self, ids))  # type: ignore[arg-type]
 
-    def emit(self, kind: str, tasks: Iterable[Any], at: datetime, **overrides: Any) -> None:
-        """Publish one event per task after commit (only if anyone listens)."""
+    def emit(
+        self,
+        kind: str,
+        tasks: Iterable[Any],
+        at: datetime,
+        *,
+        then: Callable[[Callable[[], None]], None] | None = None,
+        **overrides: Any,
+    ) -> None:
+        """Publish one event per task after commit (only if anyone listens).
+
+        *then* schedules the publishing (default: ``after_commit``); a caller
+        whose statement has already committed on a connection of its own
+        passes one that runs it at once.
+        """
         if not self.hooks.wants_events:
             return
         events = [_with(event_for(kind, t, at), overrides) for t in tasks]
         if events:
-            self.after_commit(lambda: self.hooks.publish(events))
+            (then or self.after_commit)(lambda: self.hooks.publish(events))
 
 
 def _with(event: Event, overrides: dict[str, Any]) -> Event:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import psycopg
 from django.db import IntegrityError
 
 from conveyor.broker import pg
@@ -53,6 +54,42 @@ class EnqueueOps(BrokerBase):
         self._check_batch_size(specs)
         results = self._store(list(specs), mode="tx")
         return [r.task for r in results if r.task is not None]
+
+    # -- one INSERT from an event loop (a node's fast path) ------------------
+
+    def one_insert_task(self, spec: TaskSpec) -> Task | None:
+        """The row a task that is one INSERT would be, or None when it needs
+        ``enqueue_one``: an id of the caller's (which may exist already), a
+        unique key, dependencies or a group. Bad input raises as
+        ``enqueue_one`` does. Writes nothing."""
+        now = self.now()
+        fields = task_fields(spec, now)
+        if spec.id is not None or fields["unique_key"] or spec.depends_on or fields.get("group"):
+            return None
+        task = new_task(new_ulid(now), fields)
+        task.enqueued_at = task.updated_at = now
+        task.state = ready_state(task, now)
+        return task
+
+    async def insert_on(self, conn: Any, task: Task) -> bool:
+        """INSERT *task* through a psycopg ``AsyncConnection`` (autocommit, PostgreSQL).
+
+        Durable as every enqueue (the session keeps the server's
+        ``synchronous_commit``). Safe to repeat after a connection error:
+        the id is the task's own, so a first attempt that did commit makes
+        the second a duplicate key, and this returns False (already stored).
+        """
+        sql, params = pg.insert_statement([task])
+        try:
+            await conn.execute(sql, params, prepare=conveyor_settings.PREPARED_STATEMENTS)
+        except psycopg.errors.UniqueViolation:
+            return False
+        return True
+
+    def announce_inserted(self, task: Task) -> ItemResult:
+        """Wakes and events for a task ``insert_on`` stored (it has committed)."""
+        self._announce([task], task.enqueued_at, then=_at_once)
+        return ItemResult(index=0, task=task, created=True)
 
     def _check_batch_size(self, specs: Sequence[TaskSpec]) -> None:
         limit = conveyor_settings.BATCH_MAX_ITEMS
@@ -323,9 +360,12 @@ class EnqueueOps(BrokerBase):
         else:
             task.state = ready_state(task, now)
 
-    def _announce(self, tasks: list[Task], now: datetime) -> None:
+    def _announce(
+        self, tasks: list[Task], now: datetime, then: Callable[[Callable[[], None]], None] | None = None
+    ) -> None:
         due = {t.queue for t in tasks if t.state == State.PENDING}
-        self.wake_after_commit(due)
+        if due:
+            (then or self.after_commit)(lambda: self.hooks.wake(due, None))
         if self.hooks.wants_events:
             for kind, state in (("enqueued", None), ("scheduled", State.SCHEDULED), ("canceled", State.CANCELED)):
                 chosen = [
@@ -333,7 +373,11 @@ class EnqueueOps(BrokerBase):
                     for t in tasks
                     if (t.state == state if state else t.state not in (State.SCHEDULED, State.CANCELED))
                 ]
-                self.emit(kind, chosen, now)
+                self.emit(kind, chosen, now, then=then)
+
+
+def _at_once(fn: Callable[[], None]) -> None:
+    fn()
 
 
 _TEMPLATE: list[tuple[str, Any, bool]] | None = None  # (attname, default, default is callable)

@@ -113,17 +113,21 @@ FEW = 10
 _VALUES_SQL: dict[int, str] = {}
 
 
-def _insert_values(using: str, connection: Any, tasks: Sequence[Task]) -> None:
+def insert_statement(tasks: Sequence[Task]) -> tuple[str, list[Any]]:
+    """A VALUES-list INSERT of the tasks (PostgreSQL) and its parameters."""
     columns = _columns()
     sql = _VALUES_SQL.get(len(tasks))
     if sql is None:
-        qn = connection.ops.quote_name
         row = "(" + ", ".join("%s::jsonb" if attname == "metadata" else "%s" for _, attname in columns) + ")"
         sql = _VALUES_SQL[len(tasks)] = (
-            f"INSERT INTO {qn(Task._meta.db_table)} ({', '.join(qn(c) for c, _ in columns)}) "
+            f'INSERT INTO "{Task._meta.db_table}" ({", ".join(f'"{c}"' for c, _ in columns)}) '
             f"VALUES {', '.join([row] * len(tasks))}"
         )
-    params = [_cell(getattr(t, attname), attname) for t in tasks for _, attname in columns]
+    return sql, [_cell(getattr(t, attname), attname) for t in tasks for _, attname in columns]
+
+
+def _insert_values(using: str, connection: Any, tasks: Sequence[Task]) -> None:
+    sql, params = insert_statement(tasks)
     # Prepared for one task, the latency path; a few rows of mixed optional
     # fields would make a statement per size and pattern of None.
     run(using, sql, params, fetch=False, prepare=len(tasks) == 1)

@@ -1,4 +1,4 @@
-"""Leasing on the node's event loop, through a PostgreSQL connection of its own.
+"""Leasing (and one-task enqueues) on the node's event loop, through PostgreSQL connections of its own.
 
 A lease is the one step between a wake and a push. Run in a database
 thread it pays two thread hops and contends for the GIL with the loop at
@@ -16,6 +16,12 @@ Its leases commit without waiting for the WAL flush: the statement sets
 in conveyor.broker.lease; ``LEASE_ASYNC_COMMIT`` turns it off). Why that is
 safe, and what it can cost, is in docs/architecture.md.
 
+The same connections carry the one-INSERT enqueues of ``POST
+/api/v1/tasks`` on the node's fast path (``ENQUEUE_ON_LOOP``): a task with
+no id of the caller's, no unique key, no dependencies and no group is
+inserted from the loop (``Broker.enqueue_on``), durably, without the two
+thread hops of a database thread; any other task is enqueued in one.
+
 The connection is opened on first use with Django's parameters for the
 database (``application_name`` "conveyor-lease" unless set) and configured
 as Django configures its own: the session time zone Django's adapters
@@ -30,7 +36,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 import psycopg.sql
@@ -40,12 +47,13 @@ from conveyor.broker import pg
 
 if TYPE_CHECKING:
     from conveyor.broker import Broker
-    from conveyor.broker.types import LeaseBatch
+    from conveyor.broker.types import ItemResult, LeaseBatch, TaskSpec
     from conveyor.dispatch.executor import DatabaseExecutor
 
 logger = logging.getLogger("conveyor.dispatch")
 
 APPLICATION_NAME = "conveyor-lease"
+T = TypeVar("T")
 LEASE_STATEMENT_TIMEOUT_MS = 10_000
 
 
@@ -68,18 +76,40 @@ class LoopLeaser:
 
     async def lease(self, queue: str, n: int, holder: str) -> LeaseBatch | None:
         """Lease like ``Broker.lease``; None when the queue needs the locked path."""
+        return await self.run(lambda conn: self.broker.lease_on(conn, queue, n, holder))
+
+    async def enqueue(self, spec: TaskSpec) -> ItemResult | None:
+        """Enqueue like ``Broker.enqueue_one``; None when the task needs a database thread.
+
+        A pooled connection may have died while idle (a restarted server, a
+        terminated session): the INSERT is tried once more on a new one. The
+        task's id is fixed before the first try, so a repeat can never store
+        it twice.
+        """
+        task = self.broker.one_insert_task(spec)
+        if task is None:
+            return None
+        try:
+            await self.run(lambda conn: self.broker.insert_on(conn, task))
+        except psycopg.OperationalError as exc:
+            logger.warning("enqueue on a lease connection failed (%s); trying a new connection", exc)
+            await self.run(lambda conn: self.broker.insert_on(conn, task))
+        return self.broker.announce_inserted(task)
+
+    async def run(self, fn: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
+        """Await *fn* with a connection of the pool (one of its own while it runs)."""
         async with self._slots:
             conn = self._idle.pop() if self._idle else await self._connect()
             self._busy.add(conn)
             try:
-                batch = await self.broker.lease_on(conn, queue, n, holder)
+                out = await fn(conn)
             except BaseException:
                 self._busy.discard(conn)
                 await _close(conn)
                 raise
             self._busy.discard(conn)
             self._idle.append(conn)
-            return batch
+            return out
 
     async def _connect(self) -> psycopg.AsyncConnection[Any]:
         django_conn = connections[self.broker.db]

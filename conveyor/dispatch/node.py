@@ -106,7 +106,7 @@ class Node:
         self.host, self.port, self.dev = host, port, dev
         self.broker = Broker(hooks=NodeHooks(self))
         self.db = DatabaseExecutor(conveyor_settings.DB_THREADS)
-        on_loop = self.broker.is_postgres and conveyor_settings.LEASE_ON_LOOP
+        on_loop = self.broker.is_postgres and (conveyor_settings.LEASE_ON_LOOP or conveyor_settings.ENQUEUE_ON_LOOP)
         self.leaser = LoopLeaser(self.broker, conveyor_settings.DB_THREADS) if on_loop else None
         self.layer: Any = get_channel_layer()
         self.shared_layer = not isinstance(self.layer, InMemoryChannelLayer)
@@ -210,7 +210,7 @@ class Node:
 
     async def lease(self, queue: str, n: int) -> LeaseBatch:
         """Lease for a dispatcher: on the loop when it can, else in a database thread."""
-        if self.leaser is not None:
+        if self.leaser is not None and conveyor_settings.LEASE_ON_LOOP:
             batch = await self.leaser.lease(queue, n, self.id)
             if batch is not None:
                 return batch

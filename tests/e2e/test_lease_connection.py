@@ -1,9 +1,10 @@
-"""The node's own lease connection (leasing on the event loop, PostgreSQL).
+"""The node's own connections (leasing and one-task enqueues on the event loop, PostgreSQL).
 
-A node leases through a psycopg AsyncConnection of its own, named
-"conveyor-lease" in pg_stat_activity. Killing that session must cost at
-most a retried lease: the dispatcher logs the failure, a new connection is
-opened, and every task still runs exactly once.
+A node leases, and inserts the tasks ``POST /api/v1/tasks`` receives,
+through psycopg AsyncConnections of its own, named "conveyor-lease" in
+pg_stat_activity. Killing those sessions must cost at most a retried lease
+or a retried INSERT: a new connection is opened, no request fails, and
+every task is stored and runs exactly once.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import time
 import uuid
 from collections import Counter
 
+import httpx
 import psycopg
 
 from tests.e2e.conftest import _pg_admin_url, base_env
@@ -46,7 +48,7 @@ def test_a_killed_lease_connection_is_replaced_and_no_task_is_lost(pg_database, 
 
         first = node.enqueue(queue="lc", json={})
         wait_for(lambda: first["id"] in done(), 20, what="a task through the lease connection")
-        assert _terminate_lease_sessions(pg_database) == 1
+        assert _terminate_lease_sessions(pg_database) >= 1
 
         later = [node.enqueue(queue="lc", json={}, retention="5m")["id"] for _ in range(20)]
         wait_for(lambda: all(i in done() for i in later), 30, what="the tasks after the kill")
@@ -55,7 +57,50 @@ def test_a_killed_lease_connection_is_replaced_and_no_task_is_lost(pg_database, 
         assert all(counts[i] == 1 for i in later), counts
         assert all(node.task(i)["state"] == "completed" for i in later)
         # A new session serves the leases now.
-        assert _terminate_lease_sessions(pg_database) == 1
+        assert _terminate_lease_sessions(pg_database) >= 1
     finally:
         worker.kill()
         node.kill()
+
+
+def _lease_sessions(database_url: str) -> list[str]:
+    """The last statement of each of the node's own sessions."""
+    name = database_url.rsplit("/", 1)[1]
+    with psycopg.connect(_pg_admin_url(), autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT query FROM pg_stat_activity WHERE datname = %s AND application_name = %s",
+            [name, "conveyor-lease"],
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+def test_rest_enqueues_are_inserted_on_the_nodes_own_connection_and_survive_losing_it(pg_database, redis_url):
+    env = {
+        **base_env(),
+        "DATABASE_URL": pg_database,
+        "REDIS_URL": redis_url,
+        "CONVEYOR_CHANNEL_PREFIX": f"loopenq{uuid.uuid4().hex[:6]}",
+        "CONVEYOR_ALLOW_UNAUTHENTICATED": "1",
+    }
+    node = NodeProcess(env, dev=False, name="node")
+    try:
+        first = node.enqueue(queue="nobody", json={"n": 0}, retention="5m")  # no worker: nothing leases
+        assert first["state"] == "pending"
+        sessions = _lease_sessions(pg_database)
+        assert len(sessions) == 1 and sessions[0].startswith('INSERT INTO "conveyor_task"'), sessions
+
+        assert _terminate_lease_sessions(pg_database) == 1
+        later = [node.enqueue(queue="nobody", json={"n": i}, retention="5m") for i in range(1, 6)]
+
+        assert [t["json"]["n"] for t in later] == [1, 2, 3, 4, 5]
+        stored = [node.task(t["id"]) for t in [first, *later]]
+        assert [t["json"]["n"] for t in stored] == [0, 1, 2, 3, 4, 5]
+        listed = node.api("GET", "/api/v1/tasks?queue=nobody&limit=100")["tasks"]
+        assert len(listed) == 6  # each stored once, the retried INSERT included
+        # A task that needs more than one INSERT still goes through a database thread.
+        unique = node.enqueue(queue="nobody", json={}, unique_key="k", retention="5m")
+        assert unique["unique_key"] == "k"
+        again = httpx.post(f"{node.url}/api/v1/tasks", json={"type": "e2e", "queue": "nobody", "unique_key": "k"})
+        assert again.status_code == 409 and again.json()["error"] == "already_exists"
+    finally:
+        node.stop()
