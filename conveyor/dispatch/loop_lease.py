@@ -19,8 +19,11 @@ safe, and what it can cost, is in docs/architecture.md.
 The same connections carry the one-INSERT enqueues of ``POST
 /api/v1/tasks`` on the node's fast path (``ENQUEUE_ON_LOOP``): a task with
 no id of the caller's, no unique key, no dependencies and no group is
-inserted from the loop (``Broker.enqueue_on``), durably, without the two
-thread hops of a database thread; any other task is enqueued in one.
+inserted from the loop (``Broker.one_insert_task`` / ``insert_on``),
+durably, without the two thread hops of a database thread; any other task
+is enqueued in one. The session's ``statement_timeout`` applies to them
+too: an INSERT that waits 10 s (a table locked by a migration) fails the
+request instead of waiting on.
 
 The connection is opened on first use with Django's parameters for the
 database (``application_name`` "conveyor-lease" unless set) and configured
@@ -49,6 +52,7 @@ if TYPE_CHECKING:
     from conveyor.broker import Broker
     from conveyor.broker.types import ItemResult, LeaseBatch, TaskSpec
     from conveyor.dispatch.executor import DatabaseExecutor
+    from conveyor.models import Task
 
 logger = logging.getLogger("conveyor.dispatch")
 
@@ -57,17 +61,26 @@ T = TypeVar("T")
 LEASE_STATEMENT_TIMEOUT_MS = 10_000
 
 
+# A connection the server ended before it could have run the statement
+# (terminated, shut down, not yet accepting): trying again cannot repeat work.
+ENDED_BY_THE_SERVER = frozenset({"57P01", "57P02", "57P03"})
+RETRY_CONNECT_TIMEOUT = 5  # seconds
+
+
 class LoopLeaser:
-    """Up to *size* connections, opened as concurrent leases need them.
+    """Up to *size* connections, opened as concurrent leases and enqueues need them.
 
     One dispatcher leases one batch at a time, so a node needs as many
     connections as queues leasing at the same moment, bounded like its
-    database threads (``DB_THREADS``).
+    database threads (``DB_THREADS``). Enqueues hold at most *size* - 1 of
+    them (when there is more than one), so a burst of them never leaves
+    the leases waiting for a connection.
     """
 
     def __init__(self, broker: Broker, size: int = 1) -> None:
         self.broker = broker
         self._slots = asyncio.Semaphore(max(1, size))
+        self._enqueue_slots = asyncio.Semaphore(max(1, size - 1))
         self._idle: list[psycopg.AsyncConnection[Any]] = []
         self._busy: set[psycopg.AsyncConnection[Any]] = set()
 
@@ -81,25 +94,47 @@ class LoopLeaser:
     async def enqueue(self, spec: TaskSpec) -> ItemResult | None:
         """Enqueue like ``Broker.enqueue_one``; None when the task needs a database thread.
 
-        A pooled connection may have died while idle (a restarted server, a
-        terminated session): the INSERT is tried once more on a new one. The
-        task's id is fixed before the first try, so a repeat can never store
-        it twice.
+        Once the INSERT is sent it runs to the end, wakes and events
+        included, even if the request is abandoned meanwhile (a client that
+        disconnects): a stored task is always announced.
         """
         task = self.broker.one_insert_task(spec)
         if task is None:
             return None
+        async with self._enqueue_slots:
+            return await asyncio.shield(self._store(task))
+
+    async def _store(self, task: Task) -> ItemResult:
+        """INSERT, and announce, *task*.
+
+        A pooled connection may have been ended by the server while idle (a
+        terminated session, a restarted server): then the INSERT is tried
+        once more, at once, on a new connection. The task's id is fixed
+        before the first try, so if the first did commit the second meets
+        the primary key and the task is still stored once. Any other error
+        (a lost connection, which may have committed or not) is the
+        caller's, as it is on Django's connections.
+        """
         try:
-            await self.run(lambda conn: self.broker.insert_on(conn, task))
+            stored = await self.run(lambda conn: self.broker.insert_on(conn, task))
         except psycopg.OperationalError as exc:
-            logger.warning("enqueue on a lease connection failed (%s); trying a new connection", exc)
-            await self.run(lambda conn: self.broker.insert_on(conn, task))
+            if getattr(exc, "sqlstate", None) not in ENDED_BY_THE_SERVER:
+                raise
+            logger.warning("enqueue: the server ended a pooled connection (%s); trying a new one", exc)
+            await self.run(lambda conn: self.broker.insert_on(conn, task), fresh=True)
+        else:
+            if not stored:
+                raise RuntimeError(f"task id {task.id} is taken")  # a fresh ULID: cannot happen
         return self.broker.announce_inserted(task)
 
-    async def run(self, fn: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
-        """Await *fn* with a connection of the pool (one of its own while it runs)."""
+    async def run(self, fn: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]], *, fresh: bool = False) -> T:
+        """Await *fn* with a connection of the pool (one of its own while it runs);
+        *fresh*: a newly opened one, not one that sat idle."""
         async with self._slots:
-            conn = self._idle.pop() if self._idle else await self._connect()
+            if fresh:
+                conn = await self._connect(RETRY_CONNECT_TIMEOUT)
+            else:
+                conn = self._idle.pop() if self._idle else await self._connect()
             self._busy.add(conn)
             try:
                 out = await fn(conn)
@@ -111,9 +146,11 @@ class LoopLeaser:
             self._idle.append(conn)
             return out
 
-    async def _connect(self) -> psycopg.AsyncConnection[Any]:
+    async def _connect(self, timeout: int | None = None) -> psycopg.AsyncConnection[Any]:
         django_conn = connections[self.broker.db]
         params = django_conn.get_connection_params()
+        if timeout is not None:
+            params["connect_timeout"] = min(int(params.get("connect_timeout") or timeout), timeout)
         params.pop("cursor_factory", None)  # Django's is a sync, client-side cursor
         params.setdefault("application_name", APPLICATION_NAME)
         params["prepare_threshold"] = pg.NEVER_AUTOMATICALLY

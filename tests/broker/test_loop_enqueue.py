@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import psycopg
 import pytest
+from django.db import connections
 
 from conveyor.api import render
 from conveyor.broker import TaskSpec
@@ -13,6 +15,7 @@ from conveyor.broker.types import Dependency
 from conveyor.dispatch.loop_lease import LoopLeaser
 from conveyor.exceptions import InvalidArgument
 from conveyor.models import Task
+from tests.broker.factories import enqueue
 
 pytestmark = pytest.mark.parametrize("db_alias", ["postgres"], indirect=True)
 
@@ -111,3 +114,71 @@ def test_repeating_the_insert_of_a_stored_task_stores_it_once(broker):
 
     assert asyncio.run(twice()) == (True, False)
     assert broker.tasks.filter(id=task.id).count() == 1
+
+
+def _terminate(database: str, pids: list[int]) -> None:
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        for pid in pids:
+            conn.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+
+ADMIN_URL = "host=127.0.0.1 user=postgres dbname=postgres"
+
+
+def test_after_the_server_ends_every_pooled_connection_an_enqueue_still_succeeds_once(broker, hooks, db_alias):
+    database = connections[db_alias].settings_dict["NAME"]
+    for q in ("a", "b"):
+        enqueue(broker, queue=q)
+    leaser = LoopLeaser(broker, 3)
+
+    async def go():
+        try:
+            await asyncio.gather(leaser.lease("a", 1, "h"), leaser.lease("b", 1, "h"))  # two idle connections now
+            pids = [conn.info.backend_pid for conn in leaser._idle]
+            await asyncio.to_thread(_terminate, database, pids)
+            await asyncio.sleep(0.2)
+            return len(pids), await leaser.enqueue(TaskSpec(type="t", queue="c"))
+        finally:
+            await leaser.close()
+
+    idle, result = asyncio.run(go())
+    assert idle == 2
+    assert result.created
+    assert broker.tasks.filter(queue="c").count() == 1
+    assert hooks.woken() >= {"c"}
+
+
+def test_enqueues_leave_a_connection_for_the_leases(broker):
+    leaser = LoopLeaser(broker, 2)
+
+    async def go():
+        try:
+            await asyncio.gather(*(leaser.enqueue(TaskSpec(type="t", queue="q")) for _ in range(6)))
+            return len(leaser._idle)
+        finally:
+            await leaser.close()
+
+    assert asyncio.run(go()) == 1  # six at once went through one connection of the two
+    assert broker.tasks.filter(queue="q").count() == 6
+
+
+def test_an_enqueue_abandoned_while_its_insert_runs_is_stored_and_announced(broker, hooks):
+    leaser = LoopLeaser(broker)
+
+    async def go():
+        try:
+            await leaser.enqueue(TaskSpec(type="warm", queue="q"))  # the connection is open
+            request = asyncio.ensure_future(leaser.enqueue(TaskSpec(type="abandoned", queue="q")))
+            await asyncio.sleep(0)  # the INSERT is on its way
+            request.cancel()
+            for _ in range(100):
+                if any(e.kind == "enqueued" and e.type == "abandoned" for e in hooks.events):
+                    break
+                await asyncio.sleep(0.02)
+        finally:
+            await leaser.close()
+
+    asyncio.run(go())
+    stored = broker.tasks.filter(type="abandoned")
+    assert stored.count() == 1
+    assert [e.task_id for e in hooks.events if e.type == "abandoned"] == [stored.get().id]
