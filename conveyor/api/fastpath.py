@@ -33,6 +33,7 @@ ASGIApp = Callable[
     Awaitable[None],
 ]
 MAX_BODY = 8 * 1024 * 1024
+LOOP_BODY_MAX = 64 * 1024  # larger enqueues are parsed and rendered in a database thread
 
 REST, BATCH, CONNECT = "rest", "batch", "connect"
 ROUTES = {"/api/v1/tasks": REST, "/api/v1/tasks/batch": BATCH, "/conveyor.v1.TaskService/Enqueue": CONNECT}
@@ -91,7 +92,7 @@ class EnqueueFastPath:
             status, payload = _error(kind, InvalidArgument("", f"the request body is not JSON: {reason}"))
         else:
             try:
-                status, payload = await _run(kind, data)
+                status, payload = await _run(kind, data, len(body or b""))
             except ConveyorError as exc:
                 status, payload = _error(kind, exc)
         await _respond(send, status, payload)
@@ -112,16 +113,19 @@ class EnqueueFastPath:
         return kind
 
 
-async def _run(kind: str, data: Any) -> tuple[int, dict[str, Any]]:
+async def _run(kind: str, data: Any, size: int) -> tuple[int, dict[str, Any]]:
     from conveyor.dispatch.node import current_node
 
     fn = HANDLERS[kind]
     node = current_node()
     if node is None:
         return await sync_to_async(fn, thread_sensitive=False)(data)
-    if kind == REST and node.leaser is not None and conveyor_settings.ENQUEUE_ON_LOOP:
+    on_loop = kind == REST and size <= LOOP_BODY_MAX and conveyor_settings.ENQUEUE_ON_LOOP
+    if on_loop and node.leaser is not None:
         # One INSERT on the node's own connection, from the loop: no thread
-        # hops (a task that needs more than that goes to a database thread).
+        # hops (a task that needs more than that goes to a database thread,
+        # and so does a large body: decoding and encoding its payload would
+        # hold up the loop).
         spec = parse.parse_task(data)
         result = await node.leaser.enqueue(spec)
         if result is None:

@@ -97,7 +97,12 @@ def test_rest_enqueues_are_inserted_on_the_nodes_own_connection_and_survive_losi
         assert [t["json"]["n"] for t in stored] == [0, 1, 2, 3, 4, 5]
         listed = node.api("GET", "/api/v1/tasks?queue=nobody&limit=100")["tasks"]
         assert len(listed) == 6  # each stored once, the retried INSERT included
-        # A task that needs more than one INSERT still goes through a database thread.
+        # A large body is parsed, stored and rendered in a database thread.
+        assert _terminate_lease_sessions(pg_database) == 1
+        big = node.enqueue(queue="nobody", json={"blob": "x" * 100_000}, retention="5m")
+        assert node.task(big["id"])["json"]["blob"] == "x" * 100_000
+        assert _lease_sessions(pg_database) == []  # no new session: the loop's connections were not used
+        # So does a task that needs more than one INSERT.
         unique = node.enqueue(queue="nobody", json={}, unique_key="k", retention="5m")
         assert unique["unique_key"] == "k"
         again = httpx.post(f"{node.url}/api/v1/tasks", json={"type": "e2e", "queue": "nobody", "unique_key": "k"})
