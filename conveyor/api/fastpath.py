@@ -92,7 +92,7 @@ class EnqueueFastPath:
             status, payload = _error(kind, InvalidArgument("", f"the request body is not JSON: {reason}"))
         else:
             try:
-                status, payload = await _run(kind, data, len(body or b""))
+                status, payload = await _run(kind, data, len(body))
             except ConveyorError as exc:
                 status, payload = _error(kind, exc)
         await _respond(send, status, payload)

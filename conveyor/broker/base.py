@@ -78,6 +78,11 @@ class BrokerBase:
             (then or self.after_commit)(lambda: self.hooks.publish(events))
 
 
+def run_now(fn: Callable[[], None]) -> None:
+    """A *then* for ``emit`` and ``_announce`` when the statement has already committed."""
+    fn()
+
+
 def _with(event: Event, overrides: dict[str, Any]) -> Event:
     if not overrides:
         return event

@@ -12,7 +12,7 @@ import psycopg
 from django.db import IntegrityError
 
 from conveyor.broker import pg
-from conveyor.broker.base import BrokerBase
+from conveyor.broker.base import BrokerBase, run_now
 from conveyor.broker.types import ItemResult, TaskSpec
 from conveyor.broker.validation import check_dependencies, task_fields
 from conveyor.conf import conveyor_settings
@@ -88,7 +88,7 @@ class EnqueueOps(BrokerBase):
 
     def announce_inserted(self, task: Task) -> ItemResult:
         """Wakes and events for a task ``insert_on`` stored (it has committed)."""
-        self._announce([task], task.enqueued_at, then=_at_once)
+        self._announce([task], task.enqueued_at, then=run_now)
         return ItemResult(index=0, task=task, created=True)
 
     def _check_batch_size(self, specs: Sequence[TaskSpec]) -> None:
@@ -374,10 +374,6 @@ class EnqueueOps(BrokerBase):
                     if (t.state == state if state else t.state not in (State.SCHEDULED, State.CANCELED))
                 ]
                 self.emit(kind, chosen, now, then=then)
-
-
-def _at_once(fn: Callable[[], None]) -> None:
-    fn()
 
 
 _TEMPLATE: list[tuple[str, Any, bool]] | None = None  # (attname, default, default is callable)

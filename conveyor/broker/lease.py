@@ -12,10 +12,9 @@ from django.db import connections
 from django.db.models import Count, Min
 
 from conveyor.broker import pg
-from conveyor.broker.base import BrokerBase
+from conveyor.broker.base import BrokerBase, run_now
 from conveyor.broker.types import LEASED_FIELDS, LeaseBatch, LeasedTask
 from conveyor.conf import conveyor_settings
-from conveyor.events import event_for
 from conveyor.ids import new_ulid
 from conveyor.models import Queue, Task
 from conveyor.states import State
@@ -132,8 +131,8 @@ class LeaseOps(BrokerBase):
             batch = self._one_statement_batch(queue, n, rows, policy)
             if batch is _AGAIN:
                 continue
-            if batch is not None and batch.tasks and self.hooks.wants_events:
-                self.hooks.publish([event_for("leased", t, now) for t in batch.tasks])
+            if batch is not None:
+                self.emit("leased", batch.tasks, now, then=run_now)
             return batch  # type: ignore[return-value]
         return None
 

@@ -16,29 +16,43 @@ from collections import Counter
 import httpx
 import psycopg
 
+from conveyor.dispatch.loop_lease import APPLICATION_NAME
 from tests.e2e.conftest import _pg_admin_url, base_env
 from tests.e2e.support import NodeProcess, WorkerProcess, wait_for
 
 
-def _terminate_lease_sessions(database_url: str) -> int:
+def _over_lease_sessions(database_url: str, column: str) -> list[object]:
+    """*column* of pg_stat_activity for each of the node's own sessions."""
     name = database_url.rsplit("/", 1)[1]
     with psycopg.connect(_pg_admin_url(), autocommit=True) as conn:
         rows = conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND application_name = %s",
-            [name, "conveyor-lease"],
+            f"SELECT {column} FROM pg_stat_activity WHERE datname = %s AND application_name = %s",
+            [name, APPLICATION_NAME],
         ).fetchall()
-    return len(rows)
+    return [r[0] for r in rows]
 
 
-def test_a_killed_lease_connection_is_replaced_and_no_task_is_lost(pg_database, redis_url, tmp_path):
-    env = {
+def _terminate_lease_sessions(database_url: str) -> int:
+    return len(_over_lease_sessions(database_url, "pg_terminate_backend(pid)"))
+
+
+def _lease_sessions(database_url: str) -> list[str]:
+    """The last statement of each of the node's own sessions."""
+    return _over_lease_sessions(database_url, "query")  # type: ignore[return-value]
+
+
+def _cluster_env(pg_database: str, redis_url: str) -> dict[str, str]:
+    return {
         **base_env(),
         "DATABASE_URL": pg_database,
         "REDIS_URL": redis_url,
         "CONVEYOR_CHANNEL_PREFIX": f"leaseconn{uuid.uuid4().hex[:6]}",
         "CONVEYOR_ALLOW_UNAUTHENTICATED": "1",
     }
-    node = NodeProcess(env, dev=False, name="node")
+
+
+def test_a_killed_lease_connection_is_replaced_and_no_task_is_lost(pg_database, redis_url, tmp_path):
+    node = NodeProcess(_cluster_env(pg_database, redis_url), dev=False, name="node")
     worker = WorkerProcess(node.url, base_env(), tmp_path / "worker.jsonl", queues="lc=1", concurrency=4)
     try:
         worker.wait_connected(node)
@@ -63,26 +77,8 @@ def test_a_killed_lease_connection_is_replaced_and_no_task_is_lost(pg_database, 
         node.kill()
 
 
-def _lease_sessions(database_url: str) -> list[str]:
-    """The last statement of each of the node's own sessions."""
-    name = database_url.rsplit("/", 1)[1]
-    with psycopg.connect(_pg_admin_url(), autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT query FROM pg_stat_activity WHERE datname = %s AND application_name = %s",
-            [name, "conveyor-lease"],
-        ).fetchall()
-    return [r[0] for r in rows]
-
-
 def test_rest_enqueues_are_inserted_on_the_nodes_own_connection_and_survive_losing_it(pg_database, redis_url):
-    env = {
-        **base_env(),
-        "DATABASE_URL": pg_database,
-        "REDIS_URL": redis_url,
-        "CONVEYOR_CHANNEL_PREFIX": f"loopenq{uuid.uuid4().hex[:6]}",
-        "CONVEYOR_ALLOW_UNAUTHENTICATED": "1",
-    }
-    node = NodeProcess(env, dev=False, name="node")
+    node = NodeProcess(_cluster_env(pg_database, redis_url), dev=False, name="node")
     try:
         first = node.enqueue(queue="nobody", json={"n": 0}, retention="5m")  # no worker: nothing leases
         assert first["state"] == "pending"
