@@ -17,7 +17,7 @@ from django.db.models import Case, Value, When
 
 from conveyor.backoff import RetryPolicy, backoff_delay
 from conveyor.broker import pg
-from conveyor.broker.base import BrokerBase
+from conveyor.broker.base import BrokerBase, run_now
 from conveyor.broker.validation import check_seconds, check_time
 from conveyor.conf import conveyor_settings
 from conveyor.exceptions import InvalidArgument, LeaseLost
@@ -99,23 +99,43 @@ class OutcomeOps(BrokerBase):
         if not items:
             return []
         now = self.now()
-        wanted: dict[str, tuple[str | None, bytes | None]] = {}
-        for task, result in items:
-            wanted.setdefault(task.id, (task.lease_id, result))
+        wanted = _wanted(items)
         # On PostgreSQL one UPDATE ... RETURNING, atomic by itself: no
         # explicit transaction (two round trips fewer per batch of results).
         with contextlib.nullcontext() if self.is_postgres else self.atomic():
             if self.is_postgres:
-                won = [
-                    _Row(*values) for values in pg.complete(self.db, wanted, now, conveyor_settings.COMPLETED_RETENTION)
-                ]
-                for row in won:
-                    row.state, row.finished_at = State.COMPLETED, now
+                won = _completed(pg.complete(self.db, wanted, now, conveyor_settings.COMPLETED_RETENTION), now)
             else:
                 won = self._complete_sqlite(wanted, now)
-            self.resolve_after_commit([r.id for r in won if r.has_dependents])
-            self.wake_after_commit({r.queue for r in won if r.concurrency_key})
-            self.emit("completed", won, now)
+            return self._after_ack(items, won, now, self.after_commit)
+
+    async def ack_on(self, conn: Any, items: Sequence[tuple[Task, bytes | None]]) -> list[str]:
+        """``ack_many`` through a psycopg ``AsyncConnection`` (autocommit, PostgreSQL), on the event loop.
+
+        The same one statement, committed durably by itself; what follows a
+        commit (dependents, wakes, events) is handed on at once.
+        """
+        if not items:
+            return []
+        now = self.now()
+        sql, params = pg.complete_statement(_wanted(items), now, conveyor_settings.COMPLETED_RETENTION)
+        async with conn.cursor() as cursor:
+            await cursor.execute(sql, params, prepare=conveyor_settings.PREPARED_STATEMENTS)
+            won = _completed(await cursor.fetchall(), now)
+        return self._after_ack(items, won, now, run_now)
+
+    def _after_ack(
+        self, items: Sequence[tuple[Task, bytes | None]], won: list[_Row], now: datetime, then: Any
+    ) -> list[str]:
+        """Dependents, wakes and events of the completed rows (each scheduled by
+        *then*); mark the caller's tasks; return the ids whose lease was lost."""
+        resolve = [r.id for r in won if r.has_dependents]
+        wake = {r.queue for r in won if r.concurrency_key}
+        if resolve:
+            then(lambda: self.hooks.resolve(self, resolve))
+        if wake:
+            then(lambda: self.hooks.wake(wake, None))
+        self.emit("completed", won, now, then=then)
         won_ids = {r.id for r in won}
         for task, _ in items:
             if task.id in won_ids:
@@ -313,3 +333,18 @@ def _canceled_error(error: str) -> str:
 
 def _retention(value: float | None) -> float:
     return conveyor_settings.COMPLETED_RETENTION if value is None else value
+
+
+def _wanted(items: Sequence[tuple[Task, bytes | None]]) -> dict[str, tuple[str | None, bytes | None]]:
+    """id -> (lease id, result); a task given twice keeps its first result."""
+    wanted: dict[str, tuple[str | None, bytes | None]] = {}
+    for task, result in items:
+        wanted.setdefault(task.id, (task.lease_id, result))
+    return wanted
+
+
+def _completed(rows: Sequence[tuple[Any, ...]], now: datetime) -> list[_Row]:
+    won = [_Row(*values) for values in rows]
+    for row in won:
+        row.state, row.finished_at = State.COMPLETED, now
+    return won

@@ -56,7 +56,7 @@ class AckBatcher:
         try:
             for attempt, pause in enumerate((*ACK_RETRIES, None)):
                 try:
-                    lost = await self.node.db.run(self.node.broker.ack_many, batch)
+                    lost = await self._ack(batch)
                     break
                 except Exception:
                     if pause is None:
@@ -73,6 +73,12 @@ class AckBatcher:
             self.flushing -= 1
             if self.pending:
                 self._flush()
+
+    def _ack(self, batch: list[tuple[Task, bytes | None]]) -> Any:
+        """On the node's own connections from the loop where leases go; else in a database thread."""
+        if self.node.leaser is not None and conveyor_settings.LEASE_ON_LOOP:
+            return self.node.leaser.ack(batch)
+        return self.node.db.run(self.node.broker.ack_many, batch)
 
     async def drain(self, timeout: float) -> None:
         deadline = self.node.loop.time() + timeout

@@ -1,4 +1,4 @@
-"""Leasing (and one-task enqueues) on the node's event loop, through PostgreSQL connections of its own.
+"""Leasing (and acks, and one-task enqueues) on the node's event loop, through PostgreSQL connections of its own.
 
 A lease is the one step between a wake and a push. Run in a database
 thread it pays two thread hops and contends for the GIL with the loop at
@@ -16,7 +16,10 @@ Its leases commit without waiting for the WAL flush: the statement sets
 in conveyor.broker.lease; ``LEASE_ASYNC_COMMIT`` turns it off). Why that is
 safe, and what it can cost, is in docs/architecture.md.
 
-The same connections carry the one-INSERT enqueues of ``POST
+The same connections carry the acks (``Broker.ack_on``: the one UPDATE
+that completes the results a node received together, committed durably;
+``AckBatcher``), which then pay no thread hop either, and the one-INSERT
+enqueues of ``POST
 /api/v1/tasks`` on the node's fast path (``ENQUEUE_ON_LOOP``): a task with
 no id of the caller's, no unique key, no dependencies and no group is
 inserted from the loop (``Broker.one_insert_task`` / ``insert_on``),
@@ -28,7 +31,12 @@ request instead of waiting on.
 The connection is opened on first use with Django's parameters for the
 database (``application_name`` "conveyor-lease" unless set) and configured
 as Django configures its own: the session time zone Django's adapters
-assume, and ``assume_role``. A statement that runs longer than
+assume, and ``assume_role``. It plans with ``enable_seqscan`` off: a queue
+table is often near empty when it is analyzed, and with statistics that say
+"empty" the planner prefers sequential scans to the partial indexes the
+statements are written for, so every lease would read the whole table
+(completed and dead rows too) for as long as it grows before the next
+ANALYZE. Every statement these connections run has an index to use. A statement that runs longer than
 ``LEASE_STATEMENT_TIMEOUT`` is canceled by the server, so a stuck lease
 cannot hold up the node's other queues for long (they share up to
 ``DB_THREADS`` connections). Any error drops the connection it happened on:
@@ -39,7 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
@@ -72,15 +80,15 @@ class LoopLeaser:
 
     One dispatcher leases one batch at a time, so a node needs as many
     connections as queues leasing at the same moment, bounded like its
-    database threads (``DB_THREADS``). Enqueues hold at most *size* - 1 of
-    them (when there is more than one), so a burst of them never leaves
-    the leases waiting for a connection.
+    database threads (``DB_THREADS``). Enqueues and acks hold at most
+    *size* - 1 of them (when there is more than one), so a burst of them
+    never leaves the leases waiting for a connection.
     """
 
     def __init__(self, broker: Broker, size: int = 1) -> None:
         self.broker = broker
         self._slots = asyncio.Semaphore(max(1, size))
-        self._enqueue_slots = asyncio.Semaphore(max(1, size - 1))
+        self._other_slots = asyncio.Semaphore(max(1, size - 1))
         self._idle: list[psycopg.AsyncConnection[Any]] = []
         self._busy: set[psycopg.AsyncConnection[Any]] = set()
 
@@ -90,6 +98,15 @@ class LoopLeaser:
     async def lease(self, queue: str, n: int, holder: str) -> LeaseBatch | None:
         """Lease like ``Broker.lease``; None when the queue needs the locked path."""
         return await self.run(lambda conn: self.broker.lease_on(conn, queue, n, holder))
+
+    async def ack(self, items: Sequence[tuple[Task, bytes | None]]) -> list[str]:
+        """Complete leased tasks like ``Broker.ack_many``; the ids whose lease was lost.
+
+        Acks take the connections enqueues may take (at most *size* - 1),
+        so a flood of results never leaves the leases waiting either.
+        """
+        async with self._other_slots:
+            return await self.run(lambda conn: self.broker.ack_on(conn, items))
 
     async def enqueue(self, spec: TaskSpec) -> ItemResult | None:
         """Enqueue like ``Broker.enqueue_one``; None when the task needs a database thread.
@@ -101,7 +118,7 @@ class LoopLeaser:
         task = self.broker.one_insert_task(spec)
         if task is None:
             return None
-        async with self._enqueue_slots:
+        async with self._other_slots:
             return await asyncio.shield(self._store(task))
 
     async def _store(self, task: Task) -> ItemResult:
@@ -160,6 +177,8 @@ class LoopLeaser:
             # Django's (it sets it on its own connections); so must we.
             await conn.execute("SELECT set_config('TimeZone', %s, false)", [django_conn.timezone_name or "UTC"])
             await conn.execute("SELECT set_config('statement_timeout', %s, false)", [str(LEASE_STATEMENT_TIMEOUT_MS)])
+            # Plan with the indexes whatever the statistics say (module docstring).
+            await conn.execute("SELECT set_config('enable_seqscan', 'off', false)")
             role = django_conn.settings_dict["OPTIONS"].get("assume_role")
             if role:
                 await conn.execute(psycopg.sql.SQL("SET ROLE {}").format(psycopg.sql.Identifier(role)))

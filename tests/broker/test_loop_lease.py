@@ -9,6 +9,7 @@ import pytest
 from django.db import connections, transaction
 from django.test import override_settings
 
+from conveyor.broker import TaskSpec, pg
 from conveyor.broker.lease import without_flush_wait
 from conveyor.dispatch.loop_lease import APPLICATION_NAME, LoopLeaser
 from conveyor.states import State
@@ -171,3 +172,75 @@ def test_a_queue_whose_limit_is_lifted_leases_on_the_loop_again_after_one_locked
     assert _lease(leaser, "default", 1) is None  # still remembered as limited ...
     assert [t.id for t in broker.lease("default", 1).tasks] == [second.id]  # ... until a locked lease looks
     assert [t.id for t in _lease(leaser, "default", 1).tasks] == [third.id]
+
+
+def _plans_on_the_lease_connection(leaser: LoopLeaser, statements: list[tuple[str, list]]) -> list[dict]:
+    """EXPLAIN each statement on a connection of *leaser*, as its session plans it."""
+
+    async def go():
+        async def explain(conn):
+            plans = []
+            for sql, params in statements:
+                cursor = await conn.execute("EXPLAIN (FORMAT JSON) " + sql, params)
+                plans.append((await cursor.fetchone())[0][0]["Plan"])
+            return plans
+
+        try:
+            return await leaser.run(explain)
+        finally:
+            await leaser.close()
+
+    return asyncio.run(go())
+
+
+def _unbounded_task_scans(plan: dict) -> list[str]:
+    """Plan nodes that read conveyor_task (or an index of it) without an index condition."""
+    found = []
+    kind = plan["Node Type"]
+    reads_tasks = kind.endswith("Scan") and (plan.get("Relation Name") == "conveyor_task" or "Index Name" in plan)
+    if reads_tasks and (kind == "Seq Scan" or (kind != "Bitmap Heap Scan" and "Index Cond" not in plan)):
+        found.append(f"{kind} {plan.get('Index Name', '')}".strip())
+    for child in plan.get("Plans", []):
+        found += _unbounded_task_scans(child)
+    return found
+
+
+@pytest.fixture
+def empty_statistics(db_alias):
+    """Statistics taken while conveyor_task was empty (and had no pages left
+    by earlier tests), kept while the test fills it."""
+    with connections["postgres"].cursor() as cursor:
+        cursor.execute("ALTER TABLE conveyor_task SET (autovacuum_enabled = false)")
+        cursor.execute("TRUNCATE conveyor_task, conveyor_taskdependency")
+        cursor.execute("ANALYZE conveyor_task")
+    yield
+    with connections["postgres"].cursor() as cursor:
+        cursor.execute("ALTER TABLE conveyor_task RESET (autovacuum_enabled)")
+
+
+def test_hot_statements_find_their_rows_by_index_even_when_the_statistics_say_the_table_is_empty(
+    broker, leaser, empty_statistics
+):
+    # A queue table often sits near empty when it is analyzed; then the
+    # planner prices reading the whole table (or a whole index) below any
+    # lookup, and every lease and ack reads every row (live, completed and
+    # dead) for as long as the table grows before the next ANALYZE.
+    for _ in range(3):
+        broker.enqueue_batch([TaskSpec(type="t", queue="other", payload=b"") for _ in range(100)])
+    broker.lease("other", 150)  # active rows an ack must not read through
+    enqueue(broker)
+    lease_sql, lease_params, _ = broker._one_statement_call("default", 1, "h", broker.now())
+    wanted = {"01ABC": ("01ABC.lease", None), "01ABD": ("01ABD.lease", b"result")}
+    ack_sql, ack_params = pg.complete_statement(wanted, broker.now(), 0.0)
+
+    lease_plan, ack_plan = _plans_on_the_lease_connection(
+        leaser, [(without_flush_wait(lease_sql), lease_params), (ack_sql, ack_params)]
+    )
+
+    assert _unbounded_task_scans(lease_plan) == [], lease_plan
+    assert _unbounded_task_scans(ack_plan) == [], ack_plan
+    # A session with the server's defaults plans the lease's pick as a read
+    # of the whole table (why the lease connection turns enable_seqscan off).
+    with connections["postgres"].cursor() as cursor:
+        cursor.execute("EXPLAIN (FORMAT JSON) " + without_flush_wait(lease_sql), lease_params)
+        assert "Seq Scan" in _unbounded_task_scans(cursor.fetchone()[0][0]["Plan"])
