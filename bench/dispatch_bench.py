@@ -236,6 +236,10 @@ def bench_backend(
         node.vacuum()
         steady_load(node.url, rate, latency_tasks, warmup=int(rate))  # one unmeasured second first
         if node.shared_layer:
+            # Each run starts idle: a machine that fell behind over HTTP would
+            # otherwise hand the next run its backlog.
+            while node.unfinished("lat"):
+                time.sleep(0.05)
             node.vacuum()
             # Another process reaches the node only through Redis (the
             # in-memory layer of a dev node has no way in but the self-check).

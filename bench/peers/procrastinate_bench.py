@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 
 import psycopg
 import redis
@@ -86,28 +87,38 @@ def main() -> None:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        done = (tasks - 2000) // 1000 * 1000 + 2000
-        while int(counter.get("procbench:done") or 0) < done:
-            time.sleep(0.05)
-        # Timed from the first completion to the last: start-up not counted.
-        first, last = (float(counter.get(f"procbench:{k}")) for k in ("first", "last"))
-        out["drain_per_s"] = (done - 1) / (last - first)
-        counter.delete("procbench:done")
-        vacuum(DB)  # as bench/dispatch_bench.py does for Conveyor
-        interval, next_at = 1.0 / rate, time.perf_counter()
-        for _ in range(latency_tasks):
-            procapp.noop.defer(sent=time.time())
-            next_at += interval
-            if next_at > time.perf_counter():
-                time.sleep(next_at - time.perf_counter())
-        while int(counter.get("procbench:done") or 0) < latency_tasks:
-            time.sleep(0.05)
+        try:
+            measure(procapp, proc, out, tasks, rate, latency_tasks)
+        finally:  # the worker is not left running when the run fails
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+    print(json.dumps(out))
+
+
+def measure(
+    procapp: Any, proc: subprocess.Popen, out: dict[str, float], tasks: int, rate: int, latency_tasks: int
+) -> None:
+    """The drain (already started by the worker *proc*) and the latency run."""
+    done = (tasks - 2000) // 1000 * 1000 + 2000
+    while int(counter.get("procbench:done") or 0) < done:
+        time.sleep(0.05)
+    # Timed from the first completion to the last: start-up not counted.
+    first, last = (float(counter.get(f"procbench:{k}")) for k in ("first", "last"))
+    out["drain_per_s"] = (done - 1) / (last - first)
+    counter.delete("procbench:done")
+    vacuum(DB)  # as bench/dispatch_bench.py does for Conveyor
+    interval, next_at = 1.0 / rate, time.perf_counter()
+    for _ in range(latency_tasks):
+        procapp.noop.defer(sent=time.time())
+        next_at += interval
+        pause = next_at - time.perf_counter()
+        if pause > 0:
+            time.sleep(pause)
+    while int(counter.get("procbench:done") or 0) < latency_tasks:
+        time.sleep(0.05)
     samples = [float(x) for x in counter.lrange("procbench:latency", 0, -1)]
     out.update(latency_percentiles(samples, "code"))  # their client library, like Conveyor's code_producer
     out["worker_rss_mb"] = peak_rss_mb(proc.pid)
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(30)
-    print(json.dumps(out))
 
 
 if __name__ == "__main__":
