@@ -79,8 +79,15 @@ class BrokerBase:
 
 
 def run_now(fn: Callable[[], None]) -> None:
-    """A *then* for ``emit`` and ``_announce`` when the statement has already committed."""
-    fn()
+    """A *then* for ``emit`` and ``_announce`` when the statement has already committed.
+
+    Like the commit hooks of ``after_commit``, a failing one is logged and
+    never fails the caller: what it follows is committed.
+    """
+    try:
+        fn()
+    except Exception:
+        logger.exception("a hook after commit failed")
 
 
 def _with(event: Event, overrides: dict[str, Any]) -> Event:

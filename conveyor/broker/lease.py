@@ -258,8 +258,7 @@ class LeaseOps(BrokerBase):
             f"picked AS ({pick_sql}), "
             "leased AS (UPDATE conveyor_task AS t SET state = 'active', lease_id = %s || md5(t.id), "
             "lease_expires_at = %s, lease_holder = %s, started_at = %s, updated_at = %s, progress = 0, "
-            "progress_message = '' WHERE t.id = ANY(ARRAY(SELECT id FROM picked)) "
-            "AND (t.state IN ('pending', 'retry')) IS TRUE "
+            "progress_message = '' FROM picked WHERE t.id = picked.id AND t.state IN ('pending', 'retry') "
             "AND NOT EXISTS (SELECT 1 FROM q WHERE q.paused OR COALESCE(q.rate, 0) <> 0 "
             "OR COALESCE(q.concurrency_limit, 0) <> 0) "
             "AND COALESCE((SELECT q.policy FROM q), 'fifo') = %s "
@@ -269,10 +268,6 @@ class LeaseOps(BrokerBase):
             "FROM (SELECT (SELECT min(due_at) FROM conveyor_task WHERE queue = %s AND state = 'retry' "
             "AND due_at > %s) AS next_due) AS m LEFT JOIN q ON true LEFT JOIN leased ON true"
         )
-        # The picked rows are claimed by primary key ("id = ANY", and a state
-        # test no index can serve): planned as a join on the state test with
-        # statistics that say the table is near empty (a queue table often
-        # is when analyzed), the UPDATE would read every pending row.
         slots += ["lease", "expires", "holder", "now", "now", "policy", "queue", "now"]
         _ONE_STATEMENT[key] = (sql, slots)
         return sql, slots

@@ -118,7 +118,8 @@ class OutcomeOps(BrokerBase):
         if not items:
             return []
         now = self.now()
-        sql, params = pg.complete_statement(_wanted(items), now, conveyor_settings.COMPLETED_RETENTION)
+        retention = conveyor_settings.COMPLETED_RETENTION
+        sql, params = pg.complete_statement(_wanted(items), now, retention, by_key=True)
         async with conn.cursor() as cursor:
             await cursor.execute(sql, params, prepare=conveyor_settings.PREPARED_STATEMENTS)
             won = _completed(await cursor.fetchall(), now)
@@ -129,6 +130,10 @@ class OutcomeOps(BrokerBase):
     ) -> list[str]:
         """Dependents, wakes and events of the completed rows (each scheduled by
         *then*); mark the caller's tasks; return the ids whose lease was lost."""
+        won_ids = {r.id for r in won}
+        for task, _ in items:
+            if task.id in won_ids:
+                task.state, task.finished_at = State.COMPLETED, now
         resolve = [r.id for r in won if r.has_dependents]
         wake = {r.queue for r in won if r.concurrency_key}
         if resolve:
@@ -136,10 +141,6 @@ class OutcomeOps(BrokerBase):
         if wake:
             then(lambda: self.hooks.wake(wake, None))
         self.emit("completed", won, now, then=then)
-        won_ids = {r.id for r in won}
-        for task, _ in items:
-            if task.id in won_ids:
-                task.state, task.finished_at = State.COMPLETED, now
         return [task.id for task, _ in items if task.id not in won_ids]
 
     def _complete_sqlite(self, wanted: dict[str, tuple[str | None, bytes | None]], now: datetime) -> list[_Row]:

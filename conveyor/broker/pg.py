@@ -201,25 +201,33 @@ def complete(
 
 
 def complete_statement(
-    wanted: dict[str, tuple[str | None, bytes | None]], now: datetime, default_retention: float
+    wanted: dict[str, tuple[str | None, bytes | None]], now: datetime, default_retention: float, *, by_key: bool = False
 ) -> tuple[str, list[Any]]:
     """The UPDATE that completes *wanted* (id -> (lease id, result)), returning ``OUTCOME_COLUMNS``.
 
     Each task matches its own lease (``t.lease_id = v.lease_id`` row by row),
-    so no item's lease can vouch for another. Ids are sorted so concurrent
-    acks lock rows in one order.
+    so no item's lease can vouch for another. Ids are sorted so that two
+    acks planned alike lock rows in one order.
+
+    *by_key*: the form for a session that plans with ``enable_seqscan`` off
+    (a node's own connections, conveyor.dispatch.loop_lease). There the
+    rows are found by primary key ("id = ANY", and a state test no index
+    can serve: "IS TRUE"), at most one lookup per result. Planned on
+    "state = 'active'" with statistics that say the table is near empty,
+    the UPDATE would read the whole partial index of active tasks, every
+    active task of the cluster, for each batch of results. The plain form
+    is for sessions with the server's settings, where the by-key form can
+    be planned as a read of the whole table instead.
     """
     ids = sorted(wanted)
     leases = [wanted[i][0] for i in ids]
     results = [wanted[i][1] for i in ids]
     # One array per column, whatever the batch size: one prepared statement
     # (a VALUES list would make one per size, and per None/bytes pattern).
-    # The rows are found by primary key ("id = ANY", and a state test no
-    # index can serve: "IS TRUE"), at most one lookup per result, whatever
-    # the statistics say. Planned on "state = 'active'" with statistics that
-    # say the table is near empty (it often is when analyzed), the UPDATE
-    # would read every active task of the cluster for each batch of results.
-    return _COMPLETE_SQL, [now, now, now, default_retention, ids, leases, results, ids]
+    params = [now, now, now, default_retention, ids, leases, results]
+    if by_key:
+        return _COMPLETE_BY_KEY, [*params, ids]
+    return _COMPLETE, params
 
 
 _COMPLETE_SQL = (
@@ -227,6 +235,8 @@ _COMPLETE_SQL = (
     "purge_at = %s::timestamptz + make_interval(secs => coalesce(t.retention, %s)), "
     "lease_expires_at = NULL, progress = 100, result = v.result "
     "FROM unnest(%s::varchar[], %s::varchar[], %s::bytea[]) AS v(id, lease_id, result) "
-    "WHERE t.id = ANY(%s::varchar[]) AND t.id = v.id AND t.lease_id = v.lease_id AND (t.state = 'active') IS TRUE "
+    "WHERE {match}t.id = v.id AND t.lease_id = v.lease_id AND {state} "
     f"RETURNING {', '.join(f't.{c}' for c in OUTCOME_COLUMNS)}"
 )
+_COMPLETE = _COMPLETE_SQL.format(match="", state="t.state = 'active'")
+_COMPLETE_BY_KEY = _COMPLETE_SQL.format(match="t.id = ANY(%s::varchar[]) AND ", state="(t.state = 'active') IS TRUE")

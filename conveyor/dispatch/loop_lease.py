@@ -26,7 +26,7 @@ inserted from the loop (``Broker.one_insert_task`` / ``insert_on``),
 durably, without the two thread hops of a database thread; any other task
 is enqueued in one. The session's ``statement_timeout`` applies to them
 too: an INSERT that waits 10 s (a table locked by a migration) fails the
-request instead of waiting on.
+request instead of waiting on, and an ack is retried (``AckBatcher``).
 
 The connection is opened on first use with Django's parameters for the
 database (``application_name`` "conveyor-lease" unless set) and configured
@@ -106,7 +106,10 @@ class LoopLeaser:
         so a flood of results never leaves the leases waiting either.
         """
         async with self._other_slots:
-            return await self.run(lambda conn: self.broker.ack_on(conn, items))
+            # Once sent, an ack runs to the end even if the node's shutdown
+            # cancels the caller: cancelled, it would be undone and the
+            # tasks run again when their leases expire.
+            return await asyncio.shield(self.run(lambda conn: self.broker.ack_on(conn, items)))
 
     async def enqueue(self, spec: TaskSpec) -> ItemResult | None:
         """Enqueue like ``Broker.enqueue_one``; None when the task needs a database thread.
@@ -187,7 +190,12 @@ class LoopLeaser:
             raise
         return conn
 
-    async def close(self) -> None:
+    async def close(self, wait: float = 0.0) -> None:
+        """Close every connection; first wait up to *wait* s for statements
+        still running (a shielded enqueue or ack) to finish."""
+        deadline = asyncio.get_running_loop().time() + wait
+        while self._busy and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
         conns, self._idle = [*self._idle, *self._busy], []
         self._busy.clear()
         for conn in conns:

@@ -39,6 +39,7 @@ logger = logging.getLogger("conveyor.node")
 _current: Node | None = None
 LISTEN_BACKOFF_MAX = 5.0
 REJOIN_EVERY = 600.0
+LEASER_CLOSE_WAIT = 5.0  # s: enqueues and acks already sent finish before the connections close
 
 
 def current_node() -> Node | None:
@@ -201,7 +202,7 @@ class Node:
         for task in list(self._tasks):
             task.cancel()
         if self.leaser is not None:
-            await self.leaser.close()
+            await self.leaser.close(wait=LEASER_CLOSE_WAIT)
         if _current is self:
             _current = None
         set_broker(None)

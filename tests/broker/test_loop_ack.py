@@ -126,3 +126,18 @@ def test_acks_leave_a_connection_to_the_leases(broker):
     results, opened = asyncio.run(go())
     assert results == [[]] * 6 and opened == 1
     assert {reload(broker, t.id).state for t in tasks} == {State.COMPLETED}
+
+
+def test_a_failing_hook_does_not_turn_a_committed_ack_into_a_lost_one(broker):
+    class Failing(LoopHooks):
+        def publish(self, events):
+            raise RuntimeError("event bus down")
+
+    tasks = [enqueue(broker) for _ in range(2)]
+    leased = broker.lease("default", 2).tasks
+    broker.hooks = Failing()
+
+    assert _ack(broker, [(t, None) for t in leased]) == []
+
+    assert {reload(broker, t.id).state for t in tasks} == {State.COMPLETED}
+    assert {t.state for t in leased} == {State.COMPLETED}
