@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
@@ -89,6 +89,8 @@ class LoopLeaser:
         self.broker = broker
         self._slots = asyncio.Semaphore(max(1, size))
         self._other_slots = asyncio.Semaphore(max(1, size - 1))
+        self._finishing: set[asyncio.Future[Any]] = set()  # enqueues and acks whose caller may be gone
+        self._orphans: set[asyncio.Future[Any]] = set()  # of those, the ones close() stopped waiting for
         self._idle: list[psycopg.AsyncConnection[Any]] = []
         self._busy: set[psycopg.AsyncConnection[Any]] = set()
 
@@ -105,11 +107,10 @@ class LoopLeaser:
         Acks take the connections enqueues may take (at most *size* - 1),
         so a flood of results never leaves the leases waiting either.
         """
-        async with self._other_slots:
-            # Once sent, an ack runs to the end even if the node's shutdown
-            # cancels the caller: cancelled, it would be undone and the
-            # tasks run again when their leases expire.
-            return await asyncio.shield(self.run(lambda conn: self.broker.ack_on(conn, items)))
+        # Once started, an ack runs to the end even if the node's shutdown
+        # cancels the caller: cancelled, it would be undone and the tasks
+        # run again when their leases expire.
+        return await self._to_the_end(self._other(lambda conn: self.broker.ack_on(conn, items)))
 
     async def enqueue(self, spec: TaskSpec) -> ItemResult | None:
         """Enqueue like ``Broker.enqueue_one``; None when the task needs a database thread.
@@ -121,8 +122,25 @@ class LoopLeaser:
         task = self.broker.one_insert_task(spec)
         if task is None:
             return None
+        return await self._to_the_end(self._store(task))
+
+    async def _other(self, fn: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]], *, fresh: bool = False) -> T:
+        """``run`` for enqueues and acks: together they hold at most *size* - 1 connections."""
         async with self._other_slots:
-            return await asyncio.shield(self._store(task))
+            return await self.run(fn, fresh=fresh)
+
+    async def _to_the_end(self, work: Coroutine[Any, Any, T]) -> T:
+        """Await *work* in a task of its own that a cancelled caller does not
+        stop (``close`` waits for it); its failure, with no caller left, is logged."""
+        task = asyncio.ensure_future(work)
+        self._finishing.add(task)
+        task.add_done_callback(self._finishing.discard)
+        task.add_done_callback(self._orphans.discard)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.add_done_callback(_log_failure)
+            raise
 
     async def _store(self, task: Task) -> ItemResult:
         """INSERT, and announce, *task*.
@@ -136,12 +154,12 @@ class LoopLeaser:
         caller's, as it is on Django's connections.
         """
         try:
-            stored = await self.run(lambda conn: self.broker.insert_on(conn, task))
+            stored = await self._other(lambda conn: self.broker.insert_on(conn, task))
         except psycopg.OperationalError as exc:
             if getattr(exc, "sqlstate", None) not in ENDED_BY_THE_SERVER:
                 raise
             logger.warning("enqueue: the server ended a pooled connection (%s); trying a new one", exc)
-            await self.run(lambda conn: self.broker.insert_on(conn, task), fresh=True)
+            await self._other(lambda conn: self.broker.insert_on(conn, task), fresh=True)
         else:
             if not stored:
                 raise RuntimeError(f"task id {task.id} is taken")  # a fresh ULID: cannot happen
@@ -163,7 +181,10 @@ class LoopLeaser:
                 await _close(conn)
                 raise
             self._busy.discard(conn)
-            self._idle.append(conn)
+            if asyncio.current_task() in self._orphans:  # work that outlived close(): leave nothing open
+                await _close(conn)
+            else:
+                self._idle.append(conn)
             return out
 
     async def _connect(self, timeout: int | None = None) -> psycopg.AsyncConnection[Any]:
@@ -193,13 +214,18 @@ class LoopLeaser:
     async def close(self, wait: float = 0.0) -> None:
         """Close every connection; first wait up to *wait* s for statements
         still running (a shielded enqueue or ack) to finish."""
-        deadline = asyncio.get_running_loop().time() + wait
-        while self._busy and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.01)
+        if self._finishing and wait > 0:
+            await asyncio.wait(set(self._finishing), timeout=wait)
+        self._orphans |= self._finishing
         conns, self._idle = [*self._idle, *self._busy], []
         self._busy.clear()
         for conn in conns:
             await _close(conn)
+
+
+def _log_failure(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("an enqueue or ack whose caller had gone failed", exc_info=task.exception())
 
 
 async def _close(conn: psycopg.AsyncConnection[Any]) -> None:

@@ -141,3 +141,22 @@ def test_a_failing_hook_does_not_turn_a_committed_ack_into_a_lost_one(broker):
 
     assert {reload(broker, t.id).state for t in tasks} == {State.COMPLETED}
     assert {t.state for t in leased} == {State.COMPLETED}
+
+
+def test_an_ack_whose_caller_is_cancelled_still_completes_before_close_returns(broker):
+    tasks = [enqueue(broker) for _ in range(2)]
+    leased = broker.lease("default", 2).tasks
+    broker.hooks = LoopHooks()
+    leaser = LoopLeaser(broker, 2)
+
+    async def go():
+        caller = asyncio.create_task(leaser.ack([(t, None) for t in leased]))
+        while not leaser._finishing:  # the ack has started
+            await asyncio.sleep(0)
+        caller.cancel()  # as a stopping node cancels its tasks
+        await leaser.close(wait=10)
+        return caller.cancelled(), len(leaser._idle) + len(leaser._busy)
+
+    cancelled, left_open = asyncio.run(go())
+    assert cancelled and left_open == 0
+    assert {reload(broker, t.id).state for t in tasks} == {State.COMPLETED}

@@ -180,6 +180,8 @@ def _plans_on_the_lease_connection(leaser: LoopLeaser, statements: list[tuple[st
     async def go():
         async def explain(conn):
             plans = []
+            # The plan a prepared statement keeps once it goes generic.
+            await conn.execute("SET plan_cache_mode = force_generic_plan")
             for sql, params in statements:
                 cursor = await conn.execute("EXPLAIN (FORMAT JSON) " + sql, params)
                 plans.append((await cursor.fetchone())[0][0]["Plan"])
@@ -218,7 +220,7 @@ def empty_statistics(db_alias):
         cursor.execute("ALTER TABLE conveyor_task RESET (autovacuum_enabled)")
 
 
-def test_the_connection_plans_without_sequential_scans(broker, leaser):
+def test_the_connection_turns_sequential_scans_off(broker, leaser):
     # Statistics taken while a queue table was near empty make the planner
     # price a read of the whole table below any index; a generic plan of a
     # prepared statement made then stays until the next ANALYZE.
@@ -234,11 +236,19 @@ def test_the_ack_finds_its_rows_by_key_even_when_the_statistics_say_the_table_is
     wanted = {"01ABC": ("01ABC.lease", None), "01ABD": ("01ABD.lease", b"result")}
     now = broker.now()
 
-    by_key, plain = _plans_on_the_lease_connection(
-        leaser, [pg.complete_statement(wanted, now, 0.0, by_key=True), pg.complete_statement(wanted, now, 0.0)]
+    enqueue(broker)
+    lease_sql, lease_params, _ = broker._one_statement_call("default", 1, "h", now)
+    by_key, plain, lease = _plans_on_the_lease_connection(
+        leaser,
+        [
+            pg.complete_statement(wanted, now, 0.0, by_key=True),
+            pg.complete_statement(wanted, now, 0.0),
+            (without_flush_wait(lease_sql), lease_params),
+        ],
     )
 
     assert _unbounded_task_scans(by_key) == [], by_key
+    assert _unbounded_task_scans(lease) == [], lease
     # Why the loop's ack is written by key: on the same connection the plain
     # form reads the whole index of active tasks for every batch of results.
     assert _unbounded_task_scans(plain) != [], plain
