@@ -38,6 +38,14 @@ TOKEN_EPSILON = 1e-9
 RANDOM_WINDOW = 10
 LEASED_COLUMNS = tuple(Task._meta.get_field(name).column for name in LEASED_FIELDS)
 _ONE_STATEMENT: dict[tuple[str, str], tuple[str, list[Any]]] = {}
+# How the lease's UPDATE finds the rows it picked. On connections with the
+# server's settings, a join. On a node's own connections, which plan once
+# per statement with sequential scans off (conveyor.dispatch.loop_lease),
+# by primary key: there the join's generic plan can be a merge join that
+# walks the whole primary key index up to the newest picked id.
+_CLAIM = "FROM picked WHERE t.id = picked.id AND t.state IN ('pending', 'retry')"
+_CLAIM_BY_KEY = "WHERE t.id = ANY(ARRAY(SELECT id FROM picked)) AND (t.state IN ('pending', 'retry')) IS TRUE"
+_BY_KEY: dict[str, str] = {}  # plain statement -> its by-key form
 _SENTINEL_LIMIT = 987654321
 _NO_FLUSH_WAIT: dict[str, str] = {}
 
@@ -122,7 +130,7 @@ class LeaseOps(BrokerBase):
             return None
         now = self.now()
         for _ in range(2):
-            sql, params, policy = self._one_statement_call(queue, n, holder, now)
+            sql, params, policy = self._one_statement_call(queue, n, holder, now, by_key=True)
             if conveyor_settings.LEASE_ASYNC_COMMIT:
                 sql = without_flush_wait(sql)
             async with conn.cursor() as cursor:
@@ -157,10 +165,15 @@ class LeaseOps(BrokerBase):
                 return batch  # type: ignore[return-value]
         return None
 
-    def _one_statement_call(self, queue: str, n: int, holder: str, now: datetime) -> tuple[str, list[Any], str]:
-        """The statement, its parameters and the ordering policy it was compiled for."""
+    def _one_statement_call(
+        self, queue: str, n: int, holder: str, now: datetime, *, by_key: bool = False
+    ) -> tuple[str, list[Any], str]:
+        """The statement, its parameters and the ordering policy it was compiled for;
+        *by_key*: the form for a node's own connections (``_CLAIM_BY_KEY``)."""
         policy = _POLICY_SEEN.get((self.db, queue), "fifo")
         sql, slots = self._one_statement_sql(policy)
+        if by_key:
+            sql = _BY_KEY.get(sql) or _BY_KEY.setdefault(sql, sql.replace(_CLAIM, _CLAIM_BY_KEY, 1))
         values = {
             "now": now,
             "queue": queue,
@@ -258,7 +271,7 @@ class LeaseOps(BrokerBase):
             f"picked AS ({pick_sql}), "
             "leased AS (UPDATE conveyor_task AS t SET state = 'active', lease_id = %s || md5(t.id), "
             "lease_expires_at = %s, lease_holder = %s, started_at = %s, updated_at = %s, progress = 0, "
-            "progress_message = '' FROM picked WHERE t.id = picked.id AND t.state IN ('pending', 'retry') "
+            f"progress_message = '' {_CLAIM} "
             "AND NOT EXISTS (SELECT 1 FROM q WHERE q.paused OR COALESCE(q.rate, 0) <> 0 "
             "OR COALESCE(q.concurrency_limit, 0) <> 0) "
             "AND COALESCE((SELECT q.policy FROM q), 'fifo') = %s "

@@ -220,35 +220,57 @@ def empty_statistics(db_alias):
         cursor.execute("ALTER TABLE conveyor_task RESET (autovacuum_enabled)")
 
 
-def test_the_connection_turns_sequential_scans_off(broker, leaser):
+def test_the_connection_turns_sequential_scans_off_and_plans_each_statement_once(broker, leaser):
     # Statistics taken while a queue table was near empty make the planner
-    # price a read of the whole table below any index; a generic plan of a
-    # prepared statement made then stays until the next ANALYZE.
+    # price a read of the whole table below any index. And left to choose
+    # between a generic and a per-call plan, PostgreSQL plans the lease on
+    # every call once another queue has a backlog (planning costs more
+    # than running it).
     assert _session_setting(leaser, "enable_seqscan") == "off"
+    assert _session_setting(leaser, "plan_cache_mode") == "force_generic_plan"
 
 
-def test_the_ack_finds_its_rows_by_key_even_when_the_statistics_say_the_table_is_empty(
-    broker, leaser, empty_statistics
-):
+def test_the_ack_finds_its_rows_by_key_on_the_loop_connection(broker, leaser, empty_statistics):
+    # Statistics of an empty table, then active tasks.
     for _ in range(3):
         broker.enqueue_batch([TaskSpec(type="t", queue="other", payload=b"") for _ in range(100)])
     broker.lease("other", 150)  # active rows an ack must not read through
     wanted = {"01ABC": ("01ABC.lease", None), "01ABD": ("01ABD.lease", b"result")}
     now = broker.now()
 
-    enqueue(broker)
-    lease_sql, lease_params, _ = broker._one_statement_call("default", 1, "h", now)
-    by_key, plain, lease = _plans_on_the_lease_connection(
-        leaser,
-        [
-            pg.complete_statement(wanted, now, 0.0, by_key=True),
-            pg.complete_statement(wanted, now, 0.0),
-            (without_flush_wait(lease_sql), lease_params),
-        ],
+    by_key, plain = _plans_on_the_lease_connection(
+        leaser, [pg.complete_statement(wanted, now, 0.0, by_key=True), pg.complete_statement(wanted, now, 0.0)]
     )
 
     assert _unbounded_task_scans(by_key) == [], by_key
-    assert _unbounded_task_scans(lease) == [], lease
     # Why the loop's ack is written by key: on the same connection the plain
     # form reads the whole index of active tasks for every batch of results.
     assert _unbounded_task_scans(plain) != [], plain
+
+
+def _index_conditions(plan: dict, index: str) -> list[str]:
+    found = [plan["Index Cond"]] if plan.get("Index Name") == index and "Index Cond" in plan else []
+    for child in plan.get("Plans", []):
+        found += _index_conditions(child, index)
+    return found
+
+
+def test_the_lease_claims_its_rows_by_key_on_the_loop_connection(broker, leaser, empty_statistics):
+    # A backlog in another queue, analyzed; then the queue's own work.
+    for _ in range(30):
+        broker.enqueue_batch([TaskSpec(type="t", queue="other", payload=b"") for _ in range(100)])
+    with connections["postgres"].cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE conveyor_task")
+    for _ in range(10):
+        broker.enqueue_batch([TaskSpec(type="t", payload=b"") for _ in range(100)])
+        broker.ack_many([(t, None) for t in broker.lease("default", 100).tasks])
+    enqueue(broker)
+    sql, params, _ = broker._one_statement_call("default", 1, "h", broker.now(), by_key=True)
+
+    (plan,) = _plans_on_the_lease_connection(leaser, [(without_flush_wait(sql), params)])
+
+    assert _unbounded_task_scans(plan) == [], plan
+    # The UPDATE looks its rows up by key: a join there can be planned (with
+    # statistics older than the table's growth) as a merge join that walks
+    # the whole primary key index up to the newest task it claims.
+    assert any("ANY" in cond for cond in _index_conditions(plan, "conveyor_task_pkey")), plan
