@@ -17,6 +17,10 @@ from conveyor.models import Task, TaskDependency
 
 logger = logging.getLogger("conveyor.broker")
 
+# Schedules a hook: after the caller's commit (``after_commit``, the
+# default) or at once when the statement has committed already (``run_now``).
+Then = Callable[[Callable[[], None]], None]
+
 
 class BrokerBase:
     def __init__(self, *, clock: Clock | None = None, using: str = "default", hooks: BrokerHooks | None = None):
@@ -46,15 +50,17 @@ class BrokerBase:
         # robust: a failing hook is logged, never undoes or fails the caller.
         transaction.on_commit(fn, using=self.db, robust=True)
 
-    def wake_after_commit(self, queues: Iterable[str], at: datetime | None = None) -> None:
+    def wake_after_commit(self, queues: Iterable[str], at: datetime | None = None, *, then: Then | None = None) -> None:
+        """Wake the queues' dispatchers after commit (*then*: as for ``emit``)."""
         queues = set(queues)
         if queues:
-            self.after_commit(lambda: self.hooks.wake(queues, at))
+            (then or self.after_commit)(lambda: self.hooks.wake(queues, at))
 
-    def resolve_after_commit(self, task_ids: Sequence[str]) -> None:
+    def resolve_after_commit(self, task_ids: Sequence[str], *, then: Then | None = None) -> None:
+        """Resolve the dependents of finished tasks after commit (*then*: as for ``emit``)."""
         if task_ids:
             ids = list(task_ids)
-            self.after_commit(lambda: self.hooks.resolve(self, ids))  # type: ignore[arg-type]
+            (then or self.after_commit)(lambda: self.hooks.resolve(self, ids))  # type: ignore[arg-type]
 
     def emit(
         self,
@@ -62,7 +68,7 @@ class BrokerBase:
         tasks: Iterable[Any],
         at: datetime,
         *,
-        then: Callable[[Callable[[], None]], None] | None = None,
+        then: Then | None = None,
         **overrides: Any,
     ) -> None:
         """Publish one event per task after commit (only if anyone listens).

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -12,7 +12,7 @@ import psycopg
 from django.db import IntegrityError
 
 from conveyor.broker import pg
-from conveyor.broker.base import BrokerBase, run_now
+from conveyor.broker.base import BrokerBase, Then, run_now
 from conveyor.broker.types import ItemResult, TaskSpec
 from conveyor.broker.validation import check_dependencies, task_fields
 from conveyor.conf import conveyor_settings
@@ -360,12 +360,8 @@ class EnqueueOps(BrokerBase):
         else:
             task.state = ready_state(task, now)
 
-    def _announce(
-        self, tasks: list[Task], now: datetime, then: Callable[[Callable[[], None]], None] | None = None
-    ) -> None:
-        due = {t.queue for t in tasks if t.state == State.PENDING}
-        if due:
-            (then or self.after_commit)(lambda: self.hooks.wake(due, None))
+    def _announce(self, tasks: list[Task], now: datetime, then: Then | None = None) -> None:
+        self.wake_after_commit({t.queue for t in tasks if t.state == State.PENDING}, then=then)
         if self.hooks.wants_events:
             for kind, state in (("enqueued", None), ("scheduled", State.SCHEDULED), ("canceled", State.CANCELED)):
                 chosen = [

@@ -17,7 +17,7 @@ from django.db.models import Case, Value, When
 
 from conveyor.backoff import RetryPolicy, backoff_delay
 from conveyor.broker import pg
-from conveyor.broker.base import BrokerBase, run_now
+from conveyor.broker.base import BrokerBase, Then, run_now
 from conveyor.broker.validation import check_seconds, check_time
 from conveyor.conf import conveyor_settings
 from conveyor.exceptions import InvalidArgument, LeaseLost
@@ -126,7 +126,7 @@ class OutcomeOps(BrokerBase):
         return self._after_ack(items, won, now, run_now)
 
     def _after_ack(
-        self, items: Sequence[tuple[Task, bytes | None]], won: list[_Row], now: datetime, then: Any
+        self, items: Sequence[tuple[Task, bytes | None]], won: list[_Row], now: datetime, then: Then
     ) -> list[str]:
         """Dependents, wakes and events of the completed rows (each scheduled by
         *then*); mark the caller's tasks; return the ids whose lease was lost."""
@@ -134,12 +134,8 @@ class OutcomeOps(BrokerBase):
         for task, _ in items:
             if task.id in won_ids:
                 task.state, task.finished_at = State.COMPLETED, now
-        resolve = [r.id for r in won if r.has_dependents]
-        wake = {r.queue for r in won if r.concurrency_key}
-        if resolve:
-            then(lambda: self.hooks.resolve(self, resolve))
-        if wake:
-            then(lambda: self.hooks.wake(wake, None))
+        self.resolve_after_commit([r.id for r in won if r.has_dependents], then=then)
+        self.wake_after_commit({r.queue for r in won if r.concurrency_key}, then=then)
         self.emit("completed", won, now, then=then)
         return [task.id for task, _ in items if task.id not in won_ids]
 

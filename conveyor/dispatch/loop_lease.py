@@ -41,11 +41,11 @@ They also keep one generic plan per prepared statement
 (``plan_cache_mode = force_generic_plan``): left to choose, PostgreSQL
 keeps planning the lease for each call whenever its estimate for the
 queue at hand differs from the generic one's (as soon as another queue has
-a backlog), and planning the lease costs about four times running it. A statement that runs longer than
-``LEASE_STATEMENT_TIMEOUT`` is canceled by the server, so a stuck lease
-cannot hold up the node's other queues for long (they share up to
-``DB_THREADS`` connections). Any error drops the connection it happened on:
-the next lease opens a new one.
+a backlog), and planning the lease costs about four times running it. A
+statement that runs longer than ``LEASE_STATEMENT_TIMEOUT`` is canceled by
+the server, so a stuck lease cannot hold up the node's other queues for
+long (they share up to ``DB_THREADS`` connections). Any error drops the
+connection it happened on: the next lease opens a new one.
 """
 
 from __future__ import annotations

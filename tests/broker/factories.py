@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from conveyor.broker import Broker, TaskSpec
@@ -36,3 +38,15 @@ def snapshot(broker: Broker, task_id: str) -> dict[str, Any]:
 
 def all_snapshots(broker: Broker) -> dict[str, dict[str, Any]]:
     return {tid: snapshot(broker, tid) for tid in broker.tasks.values_list("id", flat=True)}
+
+
+def on_loop(leaser: Any, work: Callable[[Any], Awaitable[Any]]) -> Any:
+    """Run ``work(leaser)`` (a node's ``LoopLeaser``) on an event loop of its own; close the leaser's connections after."""
+
+    async def go() -> Any:
+        try:
+            return await work(leaser)
+        finally:
+            await leaser.close()
+
+    return asyncio.run(go())

@@ -9,7 +9,7 @@ import pytest
 from conveyor.broker import Dependency
 from conveyor.dispatch.loop_lease import LoopLeaser
 from conveyor.states import State
-from tests.broker.factories import enqueue, reload
+from tests.broker.factories import enqueue, on_loop, reload
 
 pytestmark = pytest.mark.parametrize("db_alias", ["postgres"], indirect=True)
 
@@ -34,16 +34,8 @@ class LoopHooks:
         self.events += events
 
 
-def _ack(broker, items, size: int = 1):
-    leaser = LoopLeaser(broker, size)
-
-    async def go():
-        try:
-            return await leaser.ack(items)
-        finally:
-            await leaser.close()
-
-    return asyncio.run(go())
+def _ack(broker, items):
+    return on_loop(LoopLeaser(broker), lambda leaser: leaser.ack(items))
 
 
 def test_completes_each_stores_results_and_reports_lost_leases(broker, clock):
@@ -115,15 +107,11 @@ def test_acks_leave_a_connection_to_the_leases(broker):
     tasks = [enqueue(broker) for _ in range(6)]
     leased = broker.lease("default", 6).tasks
     broker.hooks = LoopHooks()
-    leaser = LoopLeaser(broker, 2)
 
-    async def go():
-        try:
-            return await asyncio.gather(*(leaser.ack([(t, None)]) for t in leased)), len(leaser._idle)
-        finally:
-            await leaser.close()
+    async def work(leaser):
+        return await asyncio.gather(*(leaser.ack([(t, None)]) for t in leased)), len(leaser._idle)
 
-    results, opened = asyncio.run(go())
+    results, opened = on_loop(LoopLeaser(broker, 2), work)
     assert results == [[]] * 6 and opened == 1
     assert {reload(broker, t.id).state for t in tasks} == {State.COMPLETED}
 

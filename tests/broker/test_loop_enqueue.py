@@ -15,21 +15,13 @@ from conveyor.broker.types import Dependency
 from conveyor.dispatch.loop_lease import LoopLeaser
 from conveyor.exceptions import InvalidArgument
 from conveyor.models import Task
-from tests.broker.factories import enqueue
+from tests.broker.factories import enqueue, on_loop
 
 pytestmark = pytest.mark.parametrize("db_alias", ["postgres"], indirect=True)
 
 
 def _enqueue_on_loop(broker, spec: TaskSpec):
-    leaser = LoopLeaser(broker)
-
-    async def go():
-        try:
-            return await leaser.enqueue(spec)
-        finally:
-            await leaser.close()
-
-    return asyncio.run(go())
+    return on_loop(LoopLeaser(broker), lambda leaser: leaser.enqueue(spec))
 
 
 def _shown(task: Task) -> dict[str, Any]:
@@ -149,16 +141,11 @@ def test_after_the_server_ends_every_pooled_connection_an_enqueue_still_succeeds
 
 
 def test_enqueues_leave_a_connection_for_the_leases(broker):
-    leaser = LoopLeaser(broker, 2)
+    async def work(leaser):
+        await asyncio.gather(*(leaser.enqueue(TaskSpec(type="t", queue="q")) for _ in range(6)))
+        return len(leaser._idle)
 
-    async def go():
-        try:
-            await asyncio.gather(*(leaser.enqueue(TaskSpec(type="t", queue="q")) for _ in range(6)))
-            return len(leaser._idle)
-        finally:
-            await leaser.close()
-
-    assert asyncio.run(go()) == 1  # six at once went through one connection of the two
+    assert on_loop(LoopLeaser(broker, 2), work) == 1  # six at once went through one connection of the two
     assert broker.tasks.filter(queue="q").count() == 6
 
 

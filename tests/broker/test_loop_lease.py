@@ -13,19 +13,13 @@ from conveyor.broker import TaskSpec, pg
 from conveyor.broker.lease import without_flush_wait
 from conveyor.dispatch.loop_lease import APPLICATION_NAME, LoopLeaser
 from conveyor.states import State
-from tests.broker.factories import enqueue, reload
+from tests.broker.factories import enqueue, on_loop, reload
 
 pytestmark = pytest.mark.parametrize("db_alias", ["postgres"], indirect=True)
 
 
 def _lease(leaser: LoopLeaser, queue: str, n: int):
-    async def go():
-        try:
-            return await leaser.lease(queue, n, "loop-holder")
-        finally:
-            await leaser.close()
-
-    return asyncio.run(go())
+    return on_loop(leaser, lambda leaser: leaser.lease(queue, n, "loop-holder"))
 
 
 @pytest.fixture
