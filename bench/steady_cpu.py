@@ -5,7 +5,7 @@
 Starts a cluster node (PostgreSQL + Redis) and one SDK worker, enqueues from
 Django code at a fixed rate (bench/code_producer.py) and prints
 enqueue -> start latency, the CPU seconds per task of the node, the worker,
-PostgreSQL's backends and Redis, and what pg_stat_* counted per task
+PostgreSQL's backends, Redis and the producer, and what pg_stat_* counted per task
 (commits, rows read, sequential scans of conveyor_task). ``--drain`` first
 runs 20,000 tasks through the queue, as dispatch_bench.py's drain does
 before its latency runs. Linux only (/proc).
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -79,7 +80,10 @@ def main() -> None:
         before = [cpu_seconds([node.proc.pid]), cpu_seconds([procs[0].pid]), cpu_seconds(postgres), cpu_seconds(redis)]
         counters = database_counters(url)
         producer = [sys.executable, str(ROOT / "bench" / "code_producer.py"), "code", str(args.rate), str(args.tasks)]
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
         subprocess.run(producer, cwd=ROOT, env=node.env, check=True)
+        produced = resource.getrusage(resource.RUSAGE_CHILDREN)
+        producer_cpu = produced.ru_utime + produced.ru_stime - children.ru_utime - children.ru_stime
         while node.unfinished("code"):
             time.sleep(0.05)
         time.sleep(1.5)  # PostgreSQL publishes a backend's counters within a second
@@ -96,6 +100,7 @@ def main() -> None:
         )
         for name, a, b in zip(("node", "worker", "postgres", "redis"), before, after, strict=True):
             print(f"{name:<9} CPU per task {1000 * (b - a) / n:6.2f} ms")
+        print(f"{'producer':<9} CPU per task {1000 * producer_cpu / n:6.2f} ms (start-up included)")
         print(
             f"postgres  per task: {counted[0] / n:.1f} commits, {counted[1] / n:,.0f} rows read, "
             f"{counted[2] / n:.2f} sequential scans of conveyor_task"

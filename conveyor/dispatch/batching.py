@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from conveyor.conf import conveyor_settings
 from conveyor.dispatch.groups import EVENTS_GROUP, queue_group
-from conveyor.dispatch.signals import wake_message
+from conveyor.dispatch.signals import EVENT_FLUSH_DELAY, events_message, wake_message
 
 if TYPE_CHECKING:
     from conveyor.dispatch.node import Node
@@ -26,7 +26,6 @@ logger = logging.getLogger("conveyor.dispatch")
 ACK_BATCH_MAX = 1000
 ACK_FLUSHES = 2  # concurrent ack transactions
 ACK_RETRIES = (0.1, 0.5, 2.0, 5.0)
-EVENT_FLUSH_DELAY = 0.1
 
 
 class AckBatcher:
@@ -158,8 +157,7 @@ class EventBus:
         self._scheduled = False
         events, self.buffer = self.buffer, []
         if events:
-            message = {"type": "conveyor.events", "events": [e.as_dict() for e in events]}
-            self.node.spawn(self._send(message))
+            self.node.spawn(self._send(events_message([e.as_dict() for e in events])))
 
     async def _send(self, message: dict[str, Any]) -> None:
         try:

@@ -17,7 +17,7 @@ from channels_redis.pubsub import RedisPubSubChannelLayer
 from django.test import override_settings
 
 from conveyor.dispatch import signals
-from conveyor.dispatch.groups import queue_group
+from conveyor.dispatch.groups import EVENTS_GROUP, queue_group
 from conveyor.dispatch.signals import ChannelLayerHooks, DirectPublisher, LayerSender, direct_publisher
 from conveyor_site.layers import redis_channel_layer
 from tests.conftest import require_services
@@ -234,3 +234,78 @@ def test_the_list_based_redis_layer_is_left_to_the_sender() -> None:
     from channels_redis.core import RedisChannelLayer
 
     assert DirectPublisher.for_layer(RedisChannelLayer(hosts=[{"address": "redis://127.0.0.1:6379/0"}])) is None
+
+
+# -- events from processes that are not a node ---------------------------------------
+
+
+def _events_received(layer: BaseChannelLayer, produce: Callable[[], Awaitable[None]], quiet: float = 0.5) -> list[dict]:
+    """Join the events group, run *produce*, return every message until *quiet* s pass without one."""
+
+    async def scenario() -> list[dict]:
+        channel = await layer.new_channel()
+        await layer.group_add(EVENTS_GROUP, channel)
+        await produce()
+        messages = [await asyncio.wait_for(layer.receive(channel), 5)]
+        while True:
+            try:
+                messages.append(await asyncio.wait_for(layer.receive(channel), quiet))
+            except TimeoutError:
+                return messages
+
+    return asyncio.run(scenario())
+
+
+def test_events_sent_close_together_go_out_as_one_message_in_order(layer: BaseChannelLayer) -> None:
+    sender = LayerSender()
+
+    def send_all() -> None:
+        for i in range(30):
+            sender.send_events(layer, [{"n": i}])
+
+    messages = _events_received(layer, lambda: _in_thread(send_all))
+    # 30 sends within far less than EVENT_FLUSH_DELAY: one message (two if
+    # this machine stalled the loop past the delay), nothing lost or reordered.
+    assert 1 <= len(messages) <= 2
+    assert [e["n"] for m in messages for e in m["events"]] == list(range(30))
+    assert all(m["type"] == "conveyor.events" for m in messages)
+
+
+def test_flush_sends_gathered_events_without_waiting_for_the_delay(
+    layer: BaseChannelLayer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(signals, "EVENT_FLUSH_DELAY", 30.0)  # only a flush can send them in time
+    sender = LayerSender()
+    flushed: list[bool] = []
+
+    def send_and_flush() -> None:
+        sender.send_events(layer, [{"n": 1}, {"n": 2}])
+        sender.flush(timeout=5)
+        flushed.append(not sender._pending)
+
+    messages = _events_received(layer, lambda: _in_thread(send_and_flush))
+    assert [e["n"] for m in messages for e in m["events"]] == [1, 2]
+    assert flushed == [True]
+
+
+def test_a_full_backlog_drops_events_and_counts_them(layer: BaseChannelLayer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(signals, "BACKLOG_MAX", 3)
+    monkeypatch.setattr(signals, "EVENT_FLUSH_DELAY", 30.0)
+    sender = LayerSender()
+    for i in range(5):
+        sender.send_events(layer, [{"n": i}])  # one batch holds at most 3 events, then a new one opens
+    assert sender._batch is not None and [e["n"] for e in sender._batch.events] == [3, 4]
+    sender._batch = None  # as if the second had been put in line: a third message fills the backlog...
+    sender.send_events(layer, [{"n": 9}])
+    assert len(sender._pending) == 3 and sender.dropped == 0
+    sender._batch = None
+    sender.send_events(layer, [{"n": 10}, {"n": 11}])  # ...so these two are dropped
+    assert sender.dropped == 2
+
+
+def test_events_0_stops_publishing_from_django_code_too(layer: BaseChannelLayer) -> None:
+    hooks = ChannelLayerHooks()
+    hooks._layer = layer
+    assert hooks.wants_events
+    with override_settings(CONVEYOR={"EVENTS": False}):
+        assert not hooks.wants_events
