@@ -1,0 +1,72 @@
+"""The node's TCP connections send a write at once when nothing is queued (real sockets)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Iterator
+
+import pytest
+from twisted.internet import tcp
+from twisted.internet.asyncioreactor import AsyncioSelectorReactor
+from twisted.internet.protocol import Protocol
+
+from conveyor.dispatch.server import send_at_once
+
+
+@pytest.fixture
+def connection() -> Iterator[tuple[tcp.Server, socket.socket]]:
+    """A Twisted server connection on one end of a socket pair (a reactor of its own, not run)."""
+    send_at_once()
+    ours, peer = socket.socketpair()
+    ours.setblocking(False)
+    peer.setblocking(False)
+    loop = asyncio.new_event_loop()
+    reactor = AsyncioSelectorReactor(loop)
+    conn = tcp.Server(ours, Protocol(), ("127.0.0.1", 1), tcp.Port(0, None, reactor=reactor), 1, reactor)
+    try:
+        yield conn, peer
+    finally:
+        peer.close()
+        ours.close()
+        loop.close()
+
+
+def _received(peer: socket.socket) -> bytes:
+    out = b""
+    while True:
+        try:
+            chunk = peer.recv(1 << 20)
+        except BlockingIOError:
+            return out
+        if not chunk:
+            return out
+        out += chunk
+
+
+def test_a_write_with_nothing_queued_is_on_the_wire_before_the_reactor_turns(
+    connection: tuple[tcp.Server, socket.socket],
+) -> None:
+    conn, peer = connection
+    conn.write(b'{"type":"dispatch"}')
+    assert _received(peer) == b'{"type":"dispatch"}'  # the reactor never ran
+    assert not conn._tempDataBuffer and conn.dataBuffer == b""
+
+
+def test_what_the_socket_does_not_take_is_queued_in_order(connection: tuple[tcp.Server, socket.socket]) -> None:
+    conn, peer = connection
+    big = bytes(range(256)) * (64 * 1024)  # 16 MiB: more than a socket buffer takes
+    conn.write(big)
+    sent_now = _received(peer)
+    assert 0 < len(sent_now) < len(big)
+    assert b"".join(conn._tempDataBuffer) == big[len(sent_now) :]  # the rest waits for the reactor
+    conn.write(b"after")  # something is queued: this goes behind it, not ahead
+    assert _received(peer) == b""
+    assert conn._tempDataBuffer[-1] == b"after"
+
+
+def test_installing_twice_keeps_one_wrapper() -> None:
+    send_at_once()
+    first = tcp.Server.write
+    send_at_once()
+    assert tcp.Server.write is first
