@@ -1,0 +1,99 @@
+"""Where enqueue -> start goes, hop by hop, from a traced run of bench/steady_cpu.py.
+
+    git worktree add /tmp/trace HEAD && cd /tmp/trace
+    git apply bench/trace/latency_trace.patch      # marks; never commit them
+    mkdir -p /tmp/trlog && rm -f /tmp/trlog/*
+    CONVEYOR_TRACE_DIR=/tmp/trlog /work/main/.venv/bin/python bench/steady_cpu.py
+    /work/main/.venv/bin/python bench/trace/analyze.py /tmp/trlog
+
+The patch makes the producer, the node and the worker append
+``time.time()`` marks at each step and write them to one file per process
+at exit (all three run on this machine, one clock). A task is followed by
+the send time in its payload: the producer marks when its enqueue returned,
+the node marks each task it queues for a worker. Steps between them that do
+not carry the task (the wake, the lease, the write, the worker's receive)
+are matched as the first such mark after the previous step, which holds at
+a steady rate well below saturation (one task at a time in flight). Prints
+p50 / p90 / p99 per step.
+"""
+
+from __future__ import annotations
+
+import bisect
+import statistics
+import sys
+from pathlib import Path
+
+STEPS = [
+    ("enqueue: INSERT committed", "p0"),
+    ("PUBLISH to the node's Redis reader", "rx"),
+    ("Redis reader to dispatcher wake", "wake"),
+    ("wake to lease sent", "ls"),
+    ("lease (PostgreSQL round trip)", "le"),
+    ("lease answer to frame queued", "q"),
+    ("frame queued to written", "tw"),
+    ("socket to worker's WebSocket reader", "wd"),
+    ("worker's reader to its receive loop", "recv"),
+]
+
+
+def read(directory: str) -> dict[str, list[tuple[float, list[str]]]]:
+    events: dict[str, list[tuple[float, list[str]]]] = {}
+    for path in Path(directory).glob("*.log"):
+        for line in path.read_text().splitlines():
+            parts = line.split()
+            if len(parts) >= 2:
+                events.setdefault(parts[1], []).append((float(parts[0]), parts[2:]))
+    return events
+
+
+def main() -> None:
+    events = read(sys.argv[1])
+    times = {k: sorted(t for t, _ in v) for k, v in events.items()}
+    big_writes = sorted(t for t, args in events.get("tw_write", []) if int(args[0]) > 300)  # frames, not acks
+
+    def after(name: str, t: float | None, pool: list[float] | None = None) -> float | None:
+        arr = pool if pool is not None else times.get(name, [])
+        i = bisect.bisect_left(arr, t) if t is not None else len(arr)
+        return arr[i] if i < len(arr) else None
+
+    def before(name: str, t: float) -> float | None:
+        arr = times.get(name, [])
+        i = bisect.bisect_right(arr, t)
+        return arr[i - 1] if i else None
+
+    queued = {float(args[0]): t for t, args in events.get("q", [])}
+    published = [t for t, _ in events.get("pub0", [])]
+    sent = [float(args[0]) for _, args in events.get("pdone", [])]
+    steps: dict[str, list[float]] = {label: [] for label, _ in STEPS}
+    total: list[float] = []
+    for t0, pub in zip(sent, published, strict=False):
+        q = queued.get(t0)
+        rx = after("rx", pub)
+        wake = after("wake", rx)
+        if q is None or wake is None:
+            continue
+        ls = before("ls", q)
+        le = after("le", ls)
+        tw = after("", q, big_writes)
+        wd = after("ws_data", tw)
+        recv = after("recv", wd)
+        chain = [t0, pub, rx, wake, ls, le, q, tw, wd, recv]
+        if any(c is None for c in chain) or any(b < a for a, b in zip(chain, chain[1:], strict=False)):
+            continue  # a mark missing or out of order: another task's step was matched
+        for (label, _), a, b in zip(STEPS, chain, chain[1:], strict=False):
+            steps[label].append(b - a)
+        total.append(chain[-1] - t0)
+    for label, values in [*steps.items(), ("total: send to the worker's receive loop", total)]:
+        if not values:
+            continue
+        v = sorted(values)
+        n = len(v)
+        print(
+            f"{label:<42} n={n:<5} p50 {v[n // 2] * 1e3:5.2f}  p90 {v[int(n * 0.9)] * 1e3:5.2f}  "
+            f"p99 {v[int(n * 0.99)] * 1e3:6.2f}  mean {statistics.mean(v) * 1e3:5.2f} ms"
+        )
+
+
+if __name__ == "__main__":
+    main()
