@@ -20,6 +20,7 @@ p50 / p90 / p99 per step.
 from __future__ import annotations
 
 import bisect
+import itertools
 import statistics
 import sys
 from pathlib import Path
@@ -79,9 +80,9 @@ def main() -> None:
         wd = after("ws_data", tw)
         recv = after("recv", wd)
         chain = [t0, pub, rx, wake, ls, le, q, tw, wd, recv]
-        if any(c is None for c in chain) or any(b < a for a, b in zip(chain, chain[1:], strict=False)):
+        if any(c is None for c in chain) or any(b < a for a, b in itertools.pairwise(chain)):
             continue  # a mark missing or out of order: another task's step was matched
-        for (label, _), a, b in zip(STEPS, chain, chain[1:], strict=False):
+        for (label, _), (a, b) in zip(STEPS, itertools.pairwise(chain), strict=True):
             steps[label].append(b - a)
         total.append(chain[-1] - t0)
     for label, values in [*steps.items(), ("total: send to the worker's receive loop", total)]:
