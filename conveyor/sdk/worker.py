@@ -265,7 +265,11 @@ class AsyncWorker:
         if self._stopping is not None and self._stopping.is_set():
             self._finish(running, [(t.id, p.RELEASED, "", None) for t in tasks])
             return
-        running.future = asyncio.ensure_future(self._execute(running))
+        # Started at once, not on the loop's next turn: a handler runs
+        # until its first await while the frame that brought it is still
+        # being read (an async handler that never waits finishes here).
+        loop = asyncio.get_running_loop()
+        running.future = asyncio.Task(self._execute(running), loop=loop, eager_start=True)
 
     async def _execute(self, running: Running) -> None:
         tasks = running.tasks
