@@ -210,26 +210,35 @@ class AsyncWorker:
     async def _serve(self, ws: ClientConnection) -> None:
         beats = asyncio.create_task(self._heartbeats())
         stop_wait = asyncio.create_task(self._stopping.wait())  # type: ignore[union-attr]
+        reader = asyncio.create_task(self._read(ws))
         try:
-            while True:
-                recv = asyncio.ensure_future(ws.recv())
-                done, _ = await asyncio.wait({recv, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-                if recv not in done:
-                    recv.cancel()
-                    await self._drain(ws)
-                    return
-                try:
-                    message = recv.result()
-                except ConnectionClosed as exc:
-                    refusal = self._refusal(exc)
-                    if isinstance(refusal, WorkerRefused):
-                        raise refusal from None
-                    raise
-                for frame in p.decode_frames(message):  # type: ignore[arg-type]
-                    self._on_frame(frame)
+            done, _ = await asyncio.wait({reader, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+            if reader in done:
+                reader.result()  # the connection ended: raise why
+                return
+            # Stopping. websockets' recv() may be canceled without losing a message.
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+            await self._drain(ws)
         finally:
             beats.cancel()
             stop_wait.cancel()
+            reader.cancel()
+
+    async def _read(self, ws: ClientConnection) -> None:
+        """Read and handle frames until the connection ends (one task for the session,
+        not one per message: a frame reaches its handler a loop turn sooner)."""
+        while True:
+            try:
+                message = await ws.recv()
+            except ConnectionClosed as exc:
+                refusal = self._refusal(exc)
+                if isinstance(refusal, WorkerRefused):
+                    raise refusal from None
+                raise
+            for frame in p.decode_frames(message):  # type: ignore[arg-type]
+                self._on_frame(frame)
 
     def _on_frame(self, frame: dict[str, Any]) -> None:
         kind = frame.get("type")
