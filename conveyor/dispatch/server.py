@@ -143,7 +143,8 @@ def send_at_once() -> None:
     try the socket first and queue only what it does not take. Data
     already queued keeps its place (nothing is sent ahead of it; an HTTP
     response, whose headers Twisted queues with ``writeSequence``, goes out
-    as before), and TLS connections are left as they are. Idempotent.
+    as before); a connection with a producer, being aborted or switched to
+    TLS with ``startTLS`` takes the queued path. Idempotent.
     """
     from twisted.internet import tcp
 
@@ -158,7 +159,10 @@ def send_at_once() -> None:
             and not self.TLS
             and self.connected
             and not self.disconnecting
+            and not self._aborting
             and not self._writeDisconnected
+            and self.producer is None  # a producer is driven by the queued path's doWrite
+            and not getattr(self, "_sendmsgQueue", None)  # a Unix socket's file descriptors go first
             and not self._tempDataBuffer
             and self.offset == len(self.dataBuffer)
         ):

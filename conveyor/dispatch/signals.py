@@ -12,8 +12,8 @@ event loop, no thread hop. Any other Redis layer, and events always, go
 through one event loop thread per process (``LayerSender``) that keeps its
 Redis connections open (``async_to_sync`` would start a new loop, and so
 open new connections, for every message: ~1.6 ms a wake). Events are sent
-without holding up the caller, gathered as a node gathers its own: one
-message per ``EVENT_FLUSH_DELAY`` at most (one per enqueue cost a producer
+without holding up the caller, gathered as a node gathers its own: about
+one message per ``EVENT_FLUSH_DELAY`` (one per enqueue cost a producer
 ~0.5 ms of CPU per task, a quarter of its enqueue). Whatever is still
 queued or gathered when the process exits is flushed first.
 """
@@ -47,7 +47,8 @@ def wake_message(queue: str, at: datetime | None = None) -> dict[str, Any]:
 SEND_TIMEOUT = 5.0  # seconds a caller waits for Redis to take a wake
 EVENT_FLUSH_DELAY = 0.1  # seconds events are gathered before they go out as one message
 FLUSH_TIMEOUT = 2.0  # seconds the process waits at exit for queued events
-BACKLOG_MAX = 10_000  # unsent messages kept while Redis is slow or away; events beyond are dropped
+BACKLOG_MAX = 10_000  # unsent events (and messages) kept while Redis is slow or away; more are dropped
+EVENT_BATCH_MAX = 1_000  # events in one message
 
 
 def _at_exit(fn: Any) -> None:
@@ -81,7 +82,10 @@ class LayerSender:
         self._pid: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queue: asyncio.Queue[tuple[Any, str, dict[str, Any], concurrent.futures.Future[None]]] | None = None
-        self._pending: set[concurrent.futures.Future[None]] = set()
+        # Messages sent without waiting, not yet settled: how many events
+        # (or messages) each holds; ``_backlog`` is their sum.
+        self._pending: dict[concurrent.futures.Future[None], int] = {}
+        self._backlog = 0
         self._batch: _EventBatch | None = None  # events gathered, not yet queued
         self._exit_hooked = False
         self.dropped = 0  # events dropped because the backlog was full
@@ -99,8 +103,7 @@ class LayerSender:
                 threading.Thread(target=self._run, args=(loop, ready), name="conveyor-layer", daemon=True).start()
                 ready.wait()
                 self._loop, self._pid = loop, os.getpid()
-                self._pending = set()
-                self._batch = None
+                self._pending, self._backlog, self._batch = {}, 0, None
                 if not self._exit_hooked:
                     _at_exit(self.flush)
                     self._exit_hooked = True
@@ -127,10 +130,15 @@ class LayerSender:
 
     def send(self, layer: Any, group: str, message: dict[str, Any], *, wait: bool) -> None:
         loop = self._start()
-        if not wait and len(self._pending) >= BACKLOG_MAX:
-            self._dropped(1)
-            return
         done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        if not wait:
+            with self._lock:
+                if self._backlog >= BACKLOG_MAX:
+                    self._dropped(1)
+                    return
+                self._pending[done] = 1
+                self._backlog += 1
+            done.add_done_callback(self._settled)
         assert self._queue is not None
         queue = self._queue
         loop.call_soon_threadsafe(queue.put_nowait, (layer, group, message, done))
@@ -140,24 +148,26 @@ class LayerSender:
             except concurrent.futures.TimeoutError:
                 done.cancel()
                 raise
-            return
-        self._pending.add(done)
-        done.add_done_callback(self._settled)
 
     def send_events(self, layer: Any, events: list[dict[str, Any]]) -> None:
         """Send *events* to the events group soon, gathered with others sent meanwhile."""
         loop = self._start()
+        n = len(events)
         with self._lock:
-            batch = self._batch
-            if batch is not None and batch.layer is layer and len(batch.events) < BACKLOG_MAX:
-                batch.events.extend(events)
+            if self._backlog + n > BACKLOG_MAX:
+                self._dropped(n)
                 return
-            if len(self._pending) >= BACKLOG_MAX:
-                self._dropped(len(events))
+            self._backlog += n
+            full = self._batch
+            if full is not None and full.layer is layer and len(full.events) + n <= EVENT_BATCH_MAX:
+                full.events.extend(events)
+                self._pending[full.done] += n
                 return
             batch = self._batch = _EventBatch(layer, list(events))
-            self._pending.add(batch.done)
+            self._pending[batch.done] = n
         batch.done.add_done_callback(self._settled)
+        if full is not None:  # closed early (full, or another layer's): in line now, ahead of the new one
+            loop.call_soon_threadsafe(self._queue_batch, full)
         loop.call_soon_threadsafe(loop.call_later, EVENT_FLUSH_DELAY, self._queue_batch, batch)
 
     def _queue_batch(self, batch: _EventBatch) -> None:
@@ -171,23 +181,25 @@ class LayerSender:
         assert self._queue is not None
         self._queue.put_nowait((batch.layer, EVENTS_GROUP, events_message(batch.events), batch.done))
 
-    def _dropped(self, n: int) -> None:
+    def _dropped(self, n: int) -> None:  # under _lock
         before, self.dropped = self.dropped, self.dropped + n
         if before == 0 or before // 1000 != self.dropped // 1000:
             logger.warning("channel layer backlog full: %d events dropped so far", self.dropped)
 
     def _settled(self, done: concurrent.futures.Future[None]) -> None:
-        self._pending.discard(done)
+        with self._lock:
+            self._backlog -= self._pending.pop(done, 0)
         if not done.cancelled() and done.exception() is not None:
             logger.warning("could not reach the channel layer", exc_info=done.exception())
 
     def flush(self, timeout: float = FLUSH_TIMEOUT) -> None:
         """Wait (up to *timeout*) for messages sent without waiting, gathered events included."""
         if self._pid == os.getpid() and self._pending:
-            batch = self._batch
+            with self._lock:
+                batch, pending = self._batch, list(self._pending)
             if batch is not None and self._loop is not None:
                 self._loop.call_soon_threadsafe(self._queue_batch, batch)  # now, not after the delay
-            concurrent.futures.wait(list(self._pending), timeout=timeout)
+            concurrent.futures.wait(pending, timeout=timeout)
 
 
 sender = LayerSender()
@@ -298,8 +310,12 @@ class ChannelLayerHooks(InlineHooks):
             self._send(queue_group(queue), wake_message(queue, at))
 
     def publish(self, events: Sequence[Event]) -> None:
-        if self.layer:
+        if not self.layer:
+            return
+        try:
             sender.send_events(self.layer, [e.as_dict() for e in events])
+        except Exception:  # best effort, as for wakes: the change they describe is committed
+            logger.warning("could not hand events to the channel layer", exc_info=True)
 
     def cancel_running(self, refs: Sequence[tuple[str, str]]) -> None:
         self._send(CONTROL_GROUP, {"type": "conveyor.cancel", "refs": [list(r) for r in refs]})

@@ -218,8 +218,9 @@ class AsyncWorker:
                 return
             # Stopping. websockets' recv() may be canceled without losing a message.
             reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reader
+            await asyncio.wait({reader})  # (a cancel of this task itself still raises)
+            if not reader.cancelled():
+                reader.exception()  # the connection ended meanwhile: the drain meets that end too
             await self._drain(ws)
         finally:
             beats.cancel()
@@ -277,8 +278,13 @@ class AsyncWorker:
         # Started at once, not on the loop's next turn: a handler runs
         # until its first await while the frame that brought it is still
         # being read (an async handler that never waits finishes here).
+        # (Through the loop's task factory when one is installed, e.g. by a
+        # tracing library: it may need to see every task.)
         loop = asyncio.get_running_loop()
-        running.future = asyncio.Task(self._execute(running), loop=loop, eager_start=True)
+        if loop.get_task_factory() is None:
+            running.future = asyncio.Task(self._execute(running), loop=loop, eager_start=True)
+        else:
+            running.future = loop.create_task(self._execute(running))
 
     async def _execute(self, running: Running) -> None:
         tasks = running.tasks

@@ -289,18 +289,36 @@ def test_flush_sends_gathered_events_without_waiting_for_the_delay(
 
 
 def test_a_full_backlog_drops_events_and_counts_them(layer: BaseChannelLayer, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(signals, "BACKLOG_MAX", 3)
-    monkeypatch.setattr(signals, "EVENT_FLUSH_DELAY", 30.0)
+    monkeypatch.setattr(signals, "BACKLOG_MAX", 5)
+    monkeypatch.setattr(signals, "EVENT_BATCH_MAX", 2)
+    monkeypatch.setattr(signals, "EVENT_FLUSH_DELAY", 30.0)  # nothing settles during the test
     sender = LayerSender()
-    for i in range(5):
-        sender.send_events(layer, [{"n": i}])  # one batch holds at most 3 events, then a new one opens
-    assert sender._batch is not None and [e["n"] for e in sender._batch.events] == [3, 4]
-    sender._batch = None  # as if the second had been put in line: a third message fills the backlog...
-    sender.send_events(layer, [{"n": 9}])
-    assert len(sender._pending) == 3 and sender.dropped == 0
-    sender._batch = None
-    sender.send_events(layer, [{"n": 10}, {"n": 11}])  # ...so these two are dropped
-    assert sender.dropped == 2
+    monkeypatch.setattr(sender, "_queue_batch", lambda batch: None)  # nor goes out: Redis "hangs"
+    try:
+        sender.send_events(layer, [{"n": 0}, {"n": 1}])
+        sender.send_events(layer, [{"n": 2}])  # a second message: the first is full
+        sender.send_events(layer, [{"n": 3}, {"n": 4}])  # a third: 5 events held, the limit
+        assert sender.dropped == 0 and sender._backlog == 5 and len(sender._pending) == 3
+        sender.send_events(layer, [{"n": 5}])  # the limit counts events, not messages
+        assert sender.dropped == 1 and sender._backlog == 5
+    finally:
+        for done in list(sender._pending):
+            done.cancel()  # settles them: nothing is left for the exit flush to wait for
+    assert sender._backlog == 0 and not sender._pending
+
+
+def test_full_messages_go_out_at_once_and_in_order(layer: BaseChannelLayer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(signals, "EVENT_BATCH_MAX", 2)
+    monkeypatch.setattr(signals, "EVENT_FLUSH_DELAY", 30.0)  # only a full message or a flush sends
+    sender = LayerSender()
+
+    def send_all() -> None:
+        for i in range(5):
+            sender.send_events(layer, [{"n": i}])
+        sender.flush(timeout=5)
+
+    messages = _events_received(layer, lambda: _in_thread(send_all))
+    assert [[e["n"] for e in m["events"]] for m in messages] == [[0, 1], [2, 3], [4]]
 
 
 def test_events_0_stops_publishing_from_django_code_too(layer: BaseChannelLayer) -> None:

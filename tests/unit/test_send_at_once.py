@@ -70,3 +70,31 @@ def test_installing_twice_keeps_one_wrapper() -> None:
     first = tcp.Server.write
     send_at_once()
     assert tcp.Server.write is first
+
+
+def test_a_write_after_queued_headers_waits_behind_them(connection: tuple[tcp.Server, socket.socket]) -> None:
+    conn, peer = connection
+    conn.writeSequence([b"HTTP/1.1 200 OK\r\n", b"\r\n"])  # Twisted's HTTP headers: queued
+    conn.write(b"body")
+    assert _received(peer) == b""  # nothing overtook the headers
+    assert b"".join(conn._tempDataBuffer) == b"HTTP/1.1 200 OK\r\n\r\nbody"
+
+
+def test_an_aborted_connection_sends_nothing_more(connection: tuple[tcp.Server, socket.socket]) -> None:
+    conn, peer = connection
+    conn.abortConnection()
+    conn.write(b"after the abort")
+    assert _received(peer) == b""
+
+
+def test_a_connection_with_a_producer_keeps_the_queued_path(connection: tuple[tcp.Server, socket.socket]) -> None:
+    conn, peer = connection
+
+    class Pull:
+        def resumeProducing(self) -> None: ...
+        def stopProducing(self) -> None: ...
+
+    conn.registerProducer(Pull(), False)  # pulled again from doWrite: the write must go through it
+    conn.write(b"chunk")
+    assert _received(peer) == b""
+    assert conn._tempDataBuffer == [b"chunk"]
