@@ -143,8 +143,8 @@ def send_at_once() -> None:
     try the socket first and queue only what it does not take. Data
     already queued keeps its place (nothing is sent ahead of it; an HTTP
     response, whose headers Twisted queues with ``writeSequence``, goes out
-    as before); a connection with a producer, being aborted or switched to
-    TLS with ``startTLS`` takes the queued path. Idempotent.
+    as before); a connection with a pull producer, being aborted or switched
+    to TLS with ``startTLS`` takes the queued path. Idempotent.
     """
     from twisted.internet import tcp
 
@@ -161,7 +161,10 @@ def send_at_once() -> None:
             and not self.disconnecting
             and not self._aborting
             and not self._writeDisconnected
-            and self.producer is None  # a producer is driven by the queued path's doWrite
+            # A pull producer is asked for more by the queued path's doWrite. (A
+            # push producer, like the HTTP channel every Daphne connection
+            # carries, is only paused when the queue fills, and resumed as it empties.)
+            and (self.producer is None or self.streamingProducer)
             and not getattr(self, "_sendmsgQueue", None)  # a Unix socket's file descriptors go first
             and not self._tempDataBuffer
             and self.offset == len(self.dataBuffer)

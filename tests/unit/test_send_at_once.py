@@ -87,14 +87,38 @@ def test_an_aborted_connection_sends_nothing_more(connection: tuple[tcp.Server, 
     assert _received(peer) == b""
 
 
-def test_a_connection_with_a_producer_keeps_the_queued_path(connection: tuple[tcp.Server, socket.socket]) -> None:
+def test_a_pull_producer_keeps_the_queued_path_and_a_push_producer_does_not(
+    connection: tuple[tcp.Server, socket.socket],
+) -> None:
     conn, peer = connection
 
-    class Pull:
+    class Producer:
         def resumeProducing(self) -> None: ...
+        def pauseProducing(self) -> None: ...
         def stopProducing(self) -> None: ...
 
-    conn.registerProducer(Pull(), False)  # pulled again from doWrite: the write must go through it
+    # Every Daphne connection carries a push producer (its HTTP channel):
+    # it is paused only when the queue fills, so writes may go at once.
+    conn.registerProducer(Producer(), True)
+    conn.write(b"frame")
+    assert _received(peer) == b"frame"
+    conn.unregisterProducer()
+    # A pull producer is asked for more from the queued path's doWrite.
+    conn.registerProducer(Producer(), False)
     conn.write(b"chunk")
     assert _received(peer) == b""
     assert conn._tempDataBuffer == [b"chunk"]
+
+
+def test_a_connection_carrying_twisteds_http_channel_sends_at_once(
+    connection: tuple[tcp.Server, socket.socket],
+) -> None:
+    from twisted.web.http import HTTPChannel
+
+    conn, peer = connection
+    channel = HTTPChannel()  # what Daphne runs on every connection, WebSockets included
+    conn.protocol = channel
+    channel.makeConnection(conn)
+    assert conn.producer is not None  # the channel registered itself (as a push producer)
+    conn.write(b'{"type":"dispatch"}')
+    assert _received(peer) == b'{"type":"dispatch"}'
