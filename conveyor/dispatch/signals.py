@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import functools
 import logging
 import os
 import threading
@@ -89,13 +90,19 @@ class LayerSender:
         self._batch: _EventBatch | None = None  # events gathered, not yet queued
         self._exit_hooked = False
         self.dropped = 0  # events dropped because the backlog was full
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=functools.partial(_after_fork, weakref.ref(self)))
+
+    def _forked(self) -> None:
+        # The child has the parent's objects but none of its threads: the
+        # lock may have been held at fork, and the loop no longer runs.
+        self._lock = threading.Lock()
+        self._loop = self._queue = self._batch = None
+        self._pending, self._backlog = {}, 0
 
     def _start(self) -> asyncio.AbstractEventLoop:
-        # A forked child inherits the parent's loop object but not its thread.
         if self._loop is not None and self._pid == os.getpid():
             return self._loop
-        if self._pid != os.getpid():
-            self._lock = threading.Lock()  # the parent's may have been held at fork
         with self._lock:
             if self._loop is None or self._pid != os.getpid():
                 loop = asyncio.new_event_loop()
@@ -133,11 +140,15 @@ class LayerSender:
         done: concurrent.futures.Future[None] = concurrent.futures.Future()
         if not wait:
             with self._lock:
-                if self._backlog >= BACKLOG_MAX:
-                    self._dropped(1)
-                    return
-                self._pending[done] = 1
-                self._backlog += 1
+                full = self._backlog >= BACKLOG_MAX
+                warn = self._count_dropped(1) if full else False
+                if not full:
+                    self._pending[done] = 1
+                    self._backlog += 1
+            if full:
+                if warn:
+                    logger.warning("channel layer backlog full: %d events dropped so far", self.dropped)
+                return
             done.add_done_callback(self._settled)
         assert self._queue is not None
         queue = self._queue
@@ -150,25 +161,40 @@ class LayerSender:
                 raise
 
     def send_events(self, layer: Any, events: list[dict[str, Any]]) -> None:
-        """Send *events* to the events group soon, gathered with others sent meanwhile."""
+        """Send *events* to the events group soon, gathered with others sent meanwhile.
+
+        At most ``EVENT_BATCH_MAX`` events a message; what would take the
+        backlog past ``BACKLOG_MAX`` is dropped (and counted).
+        """
         loop = self._start()
-        n = len(events)
+        for start in range(0, len(events), EVENT_BATCH_MAX):
+            self._gather(loop, layer, events[start : start + EVENT_BATCH_MAX])
+
+    def _gather(self, loop: asyncio.AbstractEventLoop, layer: Any, events: list[dict[str, Any]]) -> None:
+        dropped, new = 0, None
         with self._lock:
-            if self._backlog + n > BACKLOG_MAX:
-                self._dropped(n)
-                return
-            self._backlog += n
-            full = self._batch
-            if full is not None and full.layer is layer and len(full.events) + n <= EVENT_BATCH_MAX:
-                full.events.extend(events)
-                self._pending[full.done] += n
-                return
-            batch = self._batch = _EventBatch(layer, list(events))
-            self._pending[batch.done] = n
-        batch.done.add_done_callback(self._settled)
-        if full is not None:  # closed early (full, or another layer's): in line now, ahead of the new one
-            loop.call_soon_threadsafe(self._queue_batch, full)
-        loop.call_soon_threadsafe(loop.call_later, EVENT_FLUSH_DELAY, self._queue_batch, batch)
+            take = min(len(events), BACKLOG_MAX - self._backlog)
+            dropped, events = len(events) - max(take, 0), events[: max(take, 0)]
+            if events:
+                n = len(events)
+                self._backlog += n
+                full = self._batch
+                if full is not None and full.layer is layer and len(full.events) + n <= EVENT_BATCH_MAX:
+                    full.events.extend(events)
+                    self._pending[full.done] += n
+                else:
+                    new = self._batch = _EventBatch(layer, list(events))
+                    self._pending[new.done] = n
+                    # Scheduled under the lock, so batches go in line in the
+                    # order they were opened, whichever thread opened them.
+                    if full is not None:  # closed early (full, or another layer's): in line now
+                        loop.call_soon_threadsafe(self._queue_batch, full)
+                    loop.call_soon_threadsafe(loop.call_later, EVENT_FLUSH_DELAY, self._queue_batch, new)
+            warn = self._count_dropped(dropped)
+        if new is not None:
+            new.done.add_done_callback(self._settled)
+        if warn:
+            logger.warning("channel layer backlog full: %d events dropped so far", self.dropped)
 
     def _queue_batch(self, batch: _EventBatch) -> None:
         """On the loop: close *batch* to new events and put it in line (once)."""
@@ -181,10 +207,10 @@ class LayerSender:
         assert self._queue is not None
         self._queue.put_nowait((batch.layer, EVENTS_GROUP, events_message(batch.events), batch.done))
 
-    def _dropped(self, n: int) -> None:  # under _lock
+    def _count_dropped(self, n: int) -> bool:
+        """Under ``_lock``: count *n* dropped events; whether to say so (logged after the lock)."""
         before, self.dropped = self.dropped, self.dropped + n
-        if before == 0 or before // 1000 != self.dropped // 1000:
-            logger.warning("channel layer backlog full: %d events dropped so far", self.dropped)
+        return n > 0 and (before == 0 or before // 1000 != self.dropped // 1000)
 
     def _settled(self, done: concurrent.futures.Future[None]) -> None:
         with self._lock:
@@ -197,9 +223,15 @@ class LayerSender:
         if self._pid == os.getpid() and self._pending:
             with self._lock:
                 batch, pending = self._batch, list(self._pending)
-            if batch is not None and self._loop is not None:
-                self._loop.call_soon_threadsafe(self._queue_batch, batch)  # now, not after the delay
+                if batch is not None and self._loop is not None:
+                    self._loop.call_soon_threadsafe(self._queue_batch, batch)  # now, not after the delay
             concurrent.futures.wait(pending, timeout=timeout)
+
+
+def _after_fork(ref: weakref.ref[LayerSender]) -> None:
+    sender = ref()
+    if sender is not None:
+        sender._forked()
 
 
 sender = LayerSender()

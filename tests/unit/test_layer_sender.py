@@ -99,7 +99,7 @@ def test_flush_waits_until_messages_sent_without_waiting_have_gone_out(layer: Ba
         for i in range(50):
             sender.send(layer, "g", {"type": "t", "n": i}, wait=False)
         sender.flush(timeout=5)
-        flushed.append(not sender._pending)
+        flushed.append(all(done.done() for done in list(sender._pending)))
 
     assert _received(layer, 50, lambda: _in_thread(send_all)) == list(range(50))
     assert flushed == [True]
@@ -281,7 +281,7 @@ def test_flush_sends_gathered_events_without_waiting_for_the_delay(
     def send_and_flush() -> None:
         sender.send_events(layer, [{"n": 1}, {"n": 2}])
         sender.flush(timeout=5)
-        flushed.append(not sender._pending)
+        flushed.append(all(done.done() for done in list(sender._pending)))
 
     messages = _events_received(layer, lambda: _in_thread(send_and_flush))
     assert [e["n"] for m in messages for e in m["events"]] == [1, 2]
@@ -327,3 +327,52 @@ def test_events_0_stops_publishing_from_django_code_too(layer: BaseChannelLayer)
     assert hooks.wants_events
     with override_settings(CONVEYOR={"EVENTS": False}):
         assert not hooks.wants_events
+
+
+def test_one_call_with_more_events_than_a_message_holds_is_split_and_partly_accepted(
+    layer: BaseChannelLayer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(signals, "EVENT_BATCH_MAX", 2)
+    monkeypatch.setattr(signals, "BACKLOG_MAX", 4)
+    monkeypatch.setattr(signals, "EVENT_FLUSH_DELAY", 30.0)
+    sender = LayerSender()
+
+    def send_and_flush() -> None:
+        sender.send_events(layer, [{"n": i} for i in range(5)])  # room for 4: the fifth is dropped
+        sender.flush(timeout=5)
+
+    messages = _events_received(layer, lambda: _in_thread(send_and_flush))
+    assert [[e["n"] for e in m["events"]] for m in messages] == [[0, 1], [2, 3]]
+    assert sender.dropped == 1
+
+
+def test_threads_sending_first_at_the_same_moment_start_one_loop(layer: BaseChannelLayer) -> None:
+    import threading
+
+    sender = LayerSender()
+    barrier = threading.Barrier(8)
+    loops = []
+
+    def first_send() -> None:
+        barrier.wait()
+        loops.append(sender._start())
+
+    threads = [threading.Thread(target=first_send) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(loop) for loop in loops}) == 1
+
+
+def test_events_that_cannot_be_handed_on_are_logged_not_raised(
+    layer: BaseChannelLayer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def refuse(*args: Any) -> None:
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    monkeypatch.setattr(signals.sender, "send_events", refuse)
+    hooks = ChannelLayerHooks()
+    hooks._layer = layer
+    hooks.publish([])  # the change they describe has committed: never raise to the caller
+    assert "could not hand events to the channel layer" in caplog.text

@@ -63,3 +63,25 @@ def test_a_handler_that_never_waits_has_its_result_ready_when_the_frame_is_read(
     assert [(f["task_id"], f["outcome"]) for f in sent] == [("a", p.RETRY)]
     assert "bad payload" in sent[0]["error"]
     assert worker._running == {}
+
+
+def test_an_installed_task_factory_sees_every_handler_task() -> None:
+    worker = AsyncWorker("http://127.0.0.1:1", concurrency=1)
+    made: list[str] = []
+
+    @worker.task("noop")
+    async def noop(task: Task) -> None:
+        return None
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        made.append(coro.__qualname__)
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    async def scenario() -> None:
+        asyncio.get_running_loop().set_task_factory(factory)
+        worker._on_frame(dispatch("a", {}))
+        await asyncio.gather(*(r.future for r in worker._running.values() if r.future is not None))
+
+    asyncio.run(scenario())
+    assert "AsyncWorker._execute" in made  # a tracing library hooked in this way sees the handler
+    assert worker.completed == 1
