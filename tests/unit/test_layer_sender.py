@@ -376,3 +376,41 @@ def test_events_that_cannot_be_handed_on_are_logged_not_raised(
     hooks._layer = layer
     hooks.publish([])  # the change they describe has committed: never raise to the caller
     assert "could not hand events to the channel layer" in caplog.text
+
+
+FORKING_PRODUCER = """
+import os, sys, warnings
+warnings.simplefilter("ignore", DeprecationWarning)  # fork() of a process with threads, on purpose
+os.environ["DJANGO_SETTINGS_MODULE"] = "conveyor_site.settings"
+os.environ.pop("REDIS_URL", None)
+import django
+django.setup()
+from channels_redis.pubsub import RedisPubSubChannelLayer
+from conveyor.dispatch.signals import LayerSender
+from conveyor_site.layers import redis_channel_layer
+layer = RedisPubSubChannelLayer(**redis_channel_layer(sys.argv[1], sys.argv[2])["CONFIG"])
+sender = LayerSender()
+sender.send_events(layer, [{"n": 0}])
+sender.flush(timeout=5)  # the parent's loop thread is running: the child gets none of it
+pid = os.fork()
+if pid == 0:
+    sender.send_events(layer, [{"n": 1}])
+    sender.flush(timeout=5)
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_forked_child_starts_its_own_sender_and_its_events_arrive(layer: BaseChannelLayer) -> None:
+    prefix = layer._kwargs["prefix"]
+
+    async def forking_producer() -> None:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", FORKING_PRODUCER, REDIS_URL, prefix, cwd=ROOT, stderr=asyncio.subprocess.PIPE
+        )
+        _, err = await proc.communicate()
+        assert proc.returncode == 0, err.decode()
+
+    messages = _events_received(layer, forking_producer)
+    assert [e["n"] for m in messages for e in m["events"]] == [0, 1]
