@@ -101,6 +101,8 @@ class Node:
             self.proc.wait(20)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+        if self.proc.returncode == 0:  # a node that failed keeps its log for a look
+            Path(self.log.name).unlink(missing_ok=True)
 
 
 def start_workers(
@@ -251,6 +253,7 @@ def bench_backend(
         time.sleep(0.3)
         stop_all(procs)
         lines = [line.split() for line in Path(latency_log).read_text().splitlines() if line.strip()]
+        Path(latency_log).unlink()
         idle = [float(parts[0]) for parts in lines if parts[1] == "idle"]
         steady = [float(parts[0]) for parts in lines if parts[1] == "steady"]
         code = [float(parts[0]) for parts in lines if parts[1] == "code"]

@@ -92,6 +92,7 @@ def main() -> None:
         counted = [b - a for a, b in zip(counters, database_counters(url), strict=True)]
         stop_all(procs)
         lines = [line.split() for line in Path(log).read_text().splitlines() if line.strip()]
+        Path(log).unlink()
         latency = latency_percentiles([float(p[0]) for p in lines if p[1] == "code"])
         n = args.tasks
         print(
