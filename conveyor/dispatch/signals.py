@@ -48,7 +48,7 @@ def wake_message(queue: str, at: datetime | None = None) -> dict[str, Any]:
 SEND_TIMEOUT = 5.0  # seconds a caller waits for Redis to take a wake
 EVENT_FLUSH_DELAY = 0.1  # seconds events are gathered before they go out as one message
 FLUSH_TIMEOUT = 2.0  # seconds the process waits at exit for queued events
-BACKLOG_MAX = 10_000  # unsent events (and messages) kept while Redis is slow or away; more are dropped
+BACKLOG_MAX = 10_000  # unsent events kept while Redis is slow or away; more are dropped
 EVENT_BATCH_MAX = 1_000  # events in one message
 
 
@@ -80,11 +80,10 @@ class LayerSender:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._pid: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queue: asyncio.Queue[tuple[Any, str, dict[str, Any], concurrent.futures.Future[None]]] | None = None
-        # Messages sent without waiting, not yet settled: how many events
-        # (or messages) each holds; ``_backlog`` is their sum.
+        # Event messages not yet settled: how many events each holds;
+        # ``_backlog`` is their sum.
         self._pending: dict[concurrent.futures.Future[None], int] = {}
         self._backlog = 0
         self._batch: _EventBatch | None = None  # events gathered, not yet queued
@@ -101,16 +100,15 @@ class LayerSender:
         self._pending, self._backlog = {}, 0
 
     def _start(self) -> asyncio.AbstractEventLoop:
-        if self._loop is not None and self._pid == os.getpid():
+        if self._loop is not None:
             return self._loop
         with self._lock:
-            if self._loop is None or self._pid != os.getpid():
+            if self._loop is None:
                 loop = asyncio.new_event_loop()
                 ready = threading.Event()
                 threading.Thread(target=self._run, args=(loop, ready), name="conveyor-layer", daemon=True).start()
                 ready.wait()
-                self._loop, self._pid = loop, os.getpid()
-                self._pending, self._backlog, self._batch = {}, 0, None
+                self._loop = loop
                 if not self._exit_hooked:
                     _at_exit(self.flush)
                     self._exit_hooked = True
@@ -135,30 +133,17 @@ class LayerSender:
             else:
                 done.set_result(None)
 
-    def send(self, layer: Any, group: str, message: dict[str, Any], *, wait: bool) -> None:
+    def send(self, layer: Any, group: str, message: dict[str, Any]) -> None:
+        """Send *message* to *group* and wait (up to ``SEND_TIMEOUT``) until Redis has it."""
         loop = self._start()
         done: concurrent.futures.Future[None] = concurrent.futures.Future()
-        if not wait:
-            with self._lock:
-                full = self._backlog >= BACKLOG_MAX
-                warn = self._count_dropped(1) if full else False
-                if not full:
-                    self._pending[done] = 1
-                    self._backlog += 1
-            if full:
-                if warn:
-                    logger.warning("channel layer backlog full: %d events dropped so far", self.dropped)
-                return
-            done.add_done_callback(self._settled)
         assert self._queue is not None
-        queue = self._queue
-        loop.call_soon_threadsafe(queue.put_nowait, (layer, group, message, done))
-        if wait:
-            try:
-                done.result(SEND_TIMEOUT)
-            except concurrent.futures.TimeoutError:
-                done.cancel()
-                raise
+        loop.call_soon_threadsafe(self._queue.put_nowait, (layer, group, message, done))
+        try:
+            done.result(SEND_TIMEOUT)
+        except concurrent.futures.TimeoutError:
+            done.cancel()
+            raise
 
     def send_events(self, layer: Any, events: list[dict[str, Any]]) -> None:
         """Send *events* to the events group soon, gathered with others sent meanwhile.
@@ -219,8 +204,8 @@ class LayerSender:
             logger.warning("could not reach the channel layer", exc_info=done.exception())
 
     def flush(self, timeout: float = FLUSH_TIMEOUT) -> None:
-        """Wait (up to *timeout*) for messages sent without waiting, gathered events included."""
-        if self._pid == os.getpid() and self._pending:
+        """Send the events gathered so far at once, and wait (up to *timeout*) until every one has gone."""
+        if self._pending:
             with self._lock:
                 batch, pending = self._batch, list(self._pending)
                 if batch is not None and self._loop is not None:
@@ -326,14 +311,14 @@ class ChannelLayerHooks(InlineHooks):
         # EVENTS=0 stops publishing from every process, not only from nodes.
         return conveyor_settings.EVENTS and bool(self.layer)
 
-    def _send(self, group: str, message: dict[str, Any], *, wait: bool = True) -> None:
+    def _send(self, group: str, message: dict[str, Any]) -> None:
         if not self.layer:
             return
         try:
-            if wait and self._direct is not None:
+            if self._direct is not None:
                 self._direct.publish(group, message)
             else:
-                sender.send(self.layer, group, message, wait=wait)
+                sender.send(self.layer, group, message)
         except Exception:  # best effort: a sweep recovers a lost message
             logger.warning("could not reach the channel layer for %s", group, exc_info=True)
 

@@ -62,51 +62,31 @@ async def _in_thread(fn: Callable[[], Any]) -> Any:
     return await asyncio.get_running_loop().run_in_executor(None, fn)
 
 
-def test_messages_arrive_in_the_order_sent_whether_waited_for_or_not(layer: BaseChannelLayer) -> None:
-    sender = LayerSender()
+def _events_received(layer: BaseChannelLayer, produce: Callable[[], Awaitable[None]], quiet: float = 0.5) -> list[dict]:
+    """Join the events group, run *produce*, return every message until *quiet* s pass without one."""
 
-    def send_all() -> None:
-        for i in range(20):
-            sender.send(layer, "g", {"type": "t", "n": i}, wait=i % 3 == 0)
-        sender.flush()
+    async def scenario() -> list[dict]:
+        channel = await layer.new_channel()
+        await layer.group_add(EVENTS_GROUP, channel)
+        await produce()
+        messages = [await asyncio.wait_for(layer.receive(channel), 5)]
+        while True:
+            try:
+                messages.append(await asyncio.wait_for(layer.receive(channel), quiet))
+            except TimeoutError:
+                return messages
 
-    assert _received(layer, 20, lambda: _in_thread(send_all)) == list(range(20))
-
-
-def test_one_loop_and_one_connection_serve_every_message(layer: BaseChannelLayer) -> None:
-    sender = LayerSender()
-    for i in range(5):
-        sender.send(layer, "nobody", {"type": "t", "n": i}, wait=True)
-    first_loop = sender._loop
-    sender.send(layer, "nobody", {"type": "t"}, wait=True)
-    assert sender._loop is first_loop
-    # channels_redis keeps one connection pool per event loop it was used from.
-    assert list(layer._layers) == [first_loop]
+    return asyncio.run(scenario())
 
 
-def test_a_wake_that_redis_refuses_raises_to_the_caller() -> None:
-    sender = LayerSender()
-    dead = RedisPubSubChannelLayer(**redis_channel_layer("redis://127.0.0.1:1/0", "dead")["CONFIG"])
-    with pytest.raises(redis.exceptions.ConnectionError):
-        sender.send(dead, "g", {"type": "t"}, wait=True)
+def _events_n(messages: list[dict]) -> list[int]:
+    """The ``n`` of every event, in the order received."""
+    return [e["n"] for m in messages for e in m["events"]]
 
 
-def test_flush_waits_until_messages_sent_without_waiting_have_gone_out(layer: BaseChannelLayer) -> None:
-    sender = LayerSender()
-    flushed: list[bool] = []
-
-    def send_all() -> None:
-        for i in range(50):
-            sender.send(layer, "g", {"type": "t", "n": i}, wait=False)
-        sender.flush(timeout=5)
-        flushed.append(all(done.done() for done in list(sender._pending)))
-
-    assert _received(layer, 50, lambda: _in_thread(send_all)) == list(range(50))
-    assert flushed == [True]
-
-
-EXITING_PRODUCER = """
-import os, sys
+PRODUCER_PREAMBLE = """
+import os, sys, warnings
+warnings.simplefilter("ignore", DeprecationWarning)  # (a fork of a process with threads, on purpose)
 os.environ["DJANGO_SETTINGS_MODULE"] = "conveyor_site.settings"
 os.environ.pop("REDIS_URL", None)
 import django
@@ -116,8 +96,67 @@ from conveyor.dispatch.signals import LayerSender
 from conveyor_site.layers import redis_channel_layer
 layer = RedisPubSubChannelLayer(**redis_channel_layer(sys.argv[1], sys.argv[2])["CONFIG"])
 sender = LayerSender()
+"""
+
+
+def _producer(script: str, url: str, prefix: str) -> Callable[[], Awaitable[None]]:
+    """A producer process running *script* after ``PRODUCER_PREAMBLE``; it must exit 0."""
+
+    async def run() -> None:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", PRODUCER_PREAMBLE + script, url, prefix, cwd=ROOT, stderr=asyncio.subprocess.PIPE
+        )
+        _, err = await proc.communicate()
+        assert proc.returncode == 0, err.decode()
+
+    return run
+
+
+def test_messages_arrive_in_the_order_sent(layer: BaseChannelLayer) -> None:
+    sender = LayerSender()
+
+    def send_all() -> None:
+        for i in range(20):
+            sender.send(layer, "g", {"type": "t", "n": i})
+
+    assert _received(layer, 20, lambda: _in_thread(send_all)) == list(range(20))
+
+
+def test_one_loop_and_one_connection_serve_every_message(layer: BaseChannelLayer) -> None:
+    sender = LayerSender()
+    for i in range(5):
+        sender.send(layer, "nobody", {"type": "t", "n": i})
+    first_loop = sender._loop
+    sender.send(layer, "nobody", {"type": "t"})
+    assert sender._loop is first_loop
+    # channels_redis keeps one connection pool per event loop it was used from.
+    assert list(layer._layers) == [first_loop]
+
+
+def test_a_wake_that_redis_refuses_raises_to_the_caller() -> None:
+    sender = LayerSender()
+    dead = RedisPubSubChannelLayer(**redis_channel_layer("redis://127.0.0.1:1/0", "dead")["CONFIG"])
+    with pytest.raises(redis.exceptions.ConnectionError):
+        sender.send(dead, "g", {"type": "t"})
+
+
+def test_flush_waits_until_events_sent_without_waiting_have_gone_out(layer: BaseChannelLayer) -> None:
+    sender = LayerSender()
+    flushed: list[bool] = []
+
+    def send_all() -> None:
+        for i in range(50):
+            sender.send_events(layer, [{"n": i}])
+        sender.flush(timeout=5)
+        flushed.append(all(done.done() for done in list(sender._pending)))
+
+    assert _events_n(_events_received(layer, lambda: _in_thread(send_all))) == list(range(50))
+    assert flushed == [True]
+
+
+EXITING_PRODUCER = """
 for i in range(20):
-    sender.send(layer, "g", {"type": "t", "n": i}, wait=False)
+    sender.send_events(layer, [{"n": i}])
 # exits at once: only the exit flush can deliver these
 """
 
@@ -126,16 +165,8 @@ def test_events_queued_just_before_the_process_exits_are_delivered(layer: BaseCh
     # By host name, as most deployments name Redis: resolving it at exit
     # needs a thread pool the interpreter may already have shut down.
     url = REDIS_URL.replace("127.0.0.1", "localhost")
-    prefix = layer._kwargs["prefix"]
-
-    async def exiting_producer() -> None:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", EXITING_PRODUCER, url, prefix, cwd=ROOT, stderr=asyncio.subprocess.PIPE
-        )
-        _, err = await proc.communicate()
-        assert proc.returncode == 0, err.decode()
-
-    assert _received(layer, 20, exiting_producer) == list(range(20))
+    exiting_producer = _producer(EXITING_PRODUCER, url, layer._kwargs["prefix"])
+    assert _events_n(_events_received(layer, exiting_producer)) == list(range(20))
 
 
 # -- wakes published straight from the caller's thread -------------------------------
@@ -239,23 +270,6 @@ def test_the_list_based_redis_layer_is_left_to_the_sender() -> None:
 # -- events from processes that are not a node ---------------------------------------
 
 
-def _events_received(layer: BaseChannelLayer, produce: Callable[[], Awaitable[None]], quiet: float = 0.5) -> list[dict]:
-    """Join the events group, run *produce*, return every message until *quiet* s pass without one."""
-
-    async def scenario() -> list[dict]:
-        channel = await layer.new_channel()
-        await layer.group_add(EVENTS_GROUP, channel)
-        await produce()
-        messages = [await asyncio.wait_for(layer.receive(channel), 5)]
-        while True:
-            try:
-                messages.append(await asyncio.wait_for(layer.receive(channel), quiet))
-            except TimeoutError:
-                return messages
-
-    return asyncio.run(scenario())
-
-
 def test_events_sent_close_together_go_out_as_one_message_in_order(layer: BaseChannelLayer) -> None:
     sender = LayerSender()
 
@@ -267,7 +281,7 @@ def test_events_sent_close_together_go_out_as_one_message_in_order(layer: BaseCh
     # 30 sends within far less than EVENT_FLUSH_DELAY: one message (two if
     # this machine stalled the loop past the delay), nothing lost or reordered.
     assert 1 <= len(messages) <= 2
-    assert [e["n"] for m in messages for e in m["events"]] == list(range(30))
+    assert _events_n(messages) == list(range(30))
     assert all(m["type"] == "conveyor.events" for m in messages)
 
 
@@ -284,7 +298,7 @@ def test_flush_sends_gathered_events_without_waiting_for_the_delay(
         flushed.append(all(done.done() for done in list(sender._pending)))
 
     messages = _events_received(layer, lambda: _in_thread(send_and_flush))
-    assert [e["n"] for m in messages for e in m["events"]] == [1, 2]
+    assert _events_n(messages) == [1, 2]
     assert flushed == [True]
 
 
@@ -379,17 +393,6 @@ def test_events_that_cannot_be_handed_on_are_logged_not_raised(
 
 
 FORKING_PRODUCER = """
-import os, sys, warnings
-warnings.simplefilter("ignore", DeprecationWarning)  # fork() of a process with threads, on purpose
-os.environ["DJANGO_SETTINGS_MODULE"] = "conveyor_site.settings"
-os.environ.pop("REDIS_URL", None)
-import django
-django.setup()
-from channels_redis.pubsub import RedisPubSubChannelLayer
-from conveyor.dispatch.signals import LayerSender
-from conveyor_site.layers import redis_channel_layer
-layer = RedisPubSubChannelLayer(**redis_channel_layer(sys.argv[1], sys.argv[2])["CONFIG"])
-sender = LayerSender()
 sender.send_events(layer, [{"n": 0}])
 sender.flush(timeout=5)  # the parent's loop thread is running: the child gets none of it
 pid = os.fork()
@@ -403,14 +406,5 @@ sys.exit(os.waitstatus_to_exitcode(status))
 
 
 def test_a_forked_child_starts_its_own_sender_and_its_events_arrive(layer: BaseChannelLayer) -> None:
-    prefix = layer._kwargs["prefix"]
-
-    async def forking_producer() -> None:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", FORKING_PRODUCER, REDIS_URL, prefix, cwd=ROOT, stderr=asyncio.subprocess.PIPE
-        )
-        _, err = await proc.communicate()
-        assert proc.returncode == 0, err.decode()
-
-    messages = _events_received(layer, forking_producer)
-    assert [e["n"] for m in messages for e in m["events"]] == [0, 1]
+    forking_producer = _producer(FORKING_PRODUCER, REDIS_URL, layer._kwargs["prefix"])
+    assert _events_n(_events_received(layer, forking_producer)) == [0, 1]
