@@ -122,6 +122,14 @@ def latency_percentiles(samples: list[float], prefix: str = "latency") -> dict[s
     return {f"{prefix}_p{p}_ms": percentile(samples, p) * 1000 for p in (50, 95, 99)}
 
 
+def take_latency_log(path: str) -> list[list[str]]:
+    """The lines bench/worker_proc.py wrote to *path*, split; the file is removed."""
+    log = Path(path)
+    lines = [line.split() for line in log.read_text().splitlines() if line.strip()]
+    log.unlink()
+    return lines
+
+
 def peak_rss_mb(pid: int) -> float:
     """Peak resident memory of a live process (VmHWM), in MB."""
     try:

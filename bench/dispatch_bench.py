@@ -43,6 +43,7 @@ from bench.common import (
     peak_rss_mb,
     percentile_rows,
     print_table,
+    take_latency_log,
     vacuum,
 )
 
@@ -252,8 +253,7 @@ def bench_backend(
             time.sleep(0.05)
         time.sleep(0.3)
         stop_all(procs)
-        lines = [line.split() for line in Path(latency_log).read_text().splitlines() if line.strip()]
-        Path(latency_log).unlink()
+        lines = take_latency_log(latency_log)
         idle = [float(parts[0]) for parts in lines if parts[1] == "idle"]
         steady = [float(parts[0]) for parts in lines if parts[1] == "steady"]
         code = [float(parts[0]) for parts in lines if parts[1] == "code"]

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import ROOT, latency_percentiles
+from bench.common import ROOT, latency_percentiles, take_latency_log
 from bench.dispatch_bench import Node, start_workers, stop_all, wait_sessions
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -91,8 +91,7 @@ def main() -> None:
         after = [cpu_seconds([node.proc.pid]), cpu_seconds([procs[0].pid]), cpu_seconds(postgres), cpu_seconds(redis)]
         counted = [b - a for a, b in zip(counters, database_counters(url), strict=True)]
         stop_all(procs)
-        lines = [line.split() for line in Path(log).read_text().splitlines() if line.strip()]
-        Path(log).unlink()
+        lines = take_latency_log(log)
         latency = latency_percentiles([float(p[0]) for p in lines if p[1] == "code"])
         n = args.tasks
         print(

@@ -25,16 +25,16 @@ import statistics
 import sys
 from pathlib import Path
 
-STEPS = [
-    ("enqueue: INSERT committed", "p0"),
-    ("PUBLISH to the node's Redis reader", "rx"),
-    ("Redis reader to dispatcher wake", "wake"),
-    ("wake to lease sent", "ls"),
-    ("lease (PostgreSQL round trip)", "le"),
-    ("lease answer to frame queued", "q"),
-    ("frame queued to written", "tw"),
-    ("socket to worker's WebSocket reader", "wd"),
-    ("worker's reader to its receive loop", "recv"),
+STEPS = [  # between successive marks of a task's chain, in order
+    "enqueue: INSERT committed",
+    "PUBLISH to the node's Redis reader",
+    "Redis reader to dispatcher wake",
+    "wake to lease sent",
+    "lease (PostgreSQL round trip)",
+    "lease answer to frame queued",
+    "frame queued to written",
+    "socket to worker's WebSocket reader",
+    "worker's reader to its receive loop",
 ]
 
 
@@ -66,7 +66,7 @@ def main() -> None:
     queued = {float(args[0]): t for t, args in events.get("q", [])}
     published = [t for t, _ in events.get("pub0", [])]
     sent = [float(args[0]) for _, args in events.get("pdone", [])]
-    steps: dict[str, list[float]] = {label: [] for label, _ in STEPS}
+    steps: dict[str, list[float]] = {label: [] for label in STEPS}
     total: list[float] = []
     for t0, pub in zip(sent, published, strict=False):
         q = queued.get(t0)
@@ -82,7 +82,7 @@ def main() -> None:
         chain = [t0, pub, rx, wake, ls, le, q, tw, wd, recv]
         if any(c is None for c in chain) or any(b < a for a, b in itertools.pairwise(chain)):
             continue  # a mark missing or out of order: another task's step was matched
-        for (label, _), (a, b) in zip(STEPS, itertools.pairwise(chain), strict=True):
+        for label, (a, b) in zip(STEPS, itertools.pairwise(chain), strict=True):
             steps[label].append(b - a)
         total.append(chain[-1] - t0)
     for label, values in [*steps.items(), ("total: send to the worker's receive loop", total)]:
