@@ -77,8 +77,9 @@ def main() -> None:
     for _ in range(latency_tasks):
         noop.delay(time.time())
         next_at += interval
-        if next_at > time.perf_counter():
-            time.sleep(next_at - time.perf_counter())
+        pause = next_at - time.perf_counter()
+        if pause > 0:
+            time.sleep(pause)
     wait_done(latency_tasks)
     samples = [float(x) for x in counter.lrange(f"{PREFIX}:latency", 0, -1)]
     out.update(latency_percentiles(samples, "code"))  # their client library, like Conveyor's code_producer
