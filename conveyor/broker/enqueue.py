@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
-from django.db import IntegrityError
+from django.db import IntegrityError, connections
 
 from conveyor.broker import pg
 from conveyor.broker.base import BrokerBase, Then, run_now
@@ -72,23 +72,31 @@ class EnqueueOps(BrokerBase):
         return task
 
     async def insert_on(self, conn: Any, task: Task) -> bool:
-        """INSERT *task* through a psycopg ``AsyncConnection`` (autocommit, PostgreSQL).
+        """INSERT *task* through a psycopg ``AsyncConnection`` (autocommit,
+        PostgreSQL), durably, and wake the nodes; False if it was stored already.
 
-        Durable as every enqueue (the session keeps the server's
-        ``synchronous_commit``). Safe to repeat after a connection error:
-        the id is the task's own, so a first attempt that did commit makes
-        the second a duplicate key, and this returns False (already stored).
+        A due task wakes the nodes before its flush, as ``enqueue`` does
+        (``ENQUEUE_WAKE_BEFORE_FLUSH``). Safe to repeat after a connection
+        error: the id is the task's own, so a first attempt that did commit
+        makes the second a duplicate key, which still wakes the nodes and
+        waits for the flush, then returns False.
         """
+        early = conveyor_settings.ENQUEUE_WAKE_BEFORE_FLUSH and task.state == State.PENDING
         sql, params = pg.insert_statement([task])
+        prepare = conveyor_settings.PREPARED_STATEMENTS
+        stored = True
         try:
-            await conn.execute(sql, params, prepare=conveyor_settings.PREPARED_STATEMENTS)
+            await conn.execute(sql + pg.VISIBLE_FIRST if early else sql, params, prepare=prepare)
         except psycopg.errors.UniqueViolation:
-            return False
-        return True
+            stored = False
+        self.wake_after_commit([task.queue] if task.state == State.PENDING else [], then=run_now)
+        if early:
+            await conn.execute(pg.WAIT_DURABLE, prepare=prepare)
+        return stored
 
     def announce_inserted(self, task: Task) -> ItemResult:
-        """Wakes and events for a task ``insert_on`` stored (it has committed)."""
-        self._announce([task], task.enqueued_at, then=run_now)
+        """Events for a task ``insert_on`` stored (it is durable, the nodes are woken)."""
+        self._announce_events([task], task.enqueued_at, then=run_now)
         return ItemResult(index=0, task=task, created=True)
 
     def _check_batch_size(self, specs: Sequence[TaskSpec]) -> None:
@@ -178,7 +186,16 @@ class EnqueueOps(BrokerBase):
         if not fresh:
             return
         tasks = [it.task for it in fresh]
-        pg.insert_tasks(self.db, tasks)
+        early = mode == "one" and self._wakes_before_flush(fresh)
+        if early:
+            # Visible at once, durable a moment later: the nodes are woken
+            # in between, and the caller hears of the task only once the
+            # flush is done (docs/architecture.md, "Enqueue: wake, then flush").
+            pg.insert_visible_first(self.db, tasks[0])
+            self.wake_after_commit([tasks[0].queue])  # autocommit: runs at once
+            pg.wait_durable(self.db)
+        else:
+            pg.insert_tasks(self.db, tasks)
         edges = [edge for it in fresh for edge in it.edges]
         if edges:
             self.edges.bulk_create(edges)
@@ -187,7 +204,10 @@ class EnqueueOps(BrokerBase):
         for it in fresh:
             results[it.index].task = it.task
             results[it.index].created = True
-        self._announce(tasks, now)
+        if early:
+            self._announce_events(tasks, now)
+        else:
+            self._announce(tasks, now)
 
     def _drop_known_ids(
         self, items: list[_Item], results: list[ItemResult], repeats: list[tuple[int, int]]
@@ -360,8 +380,22 @@ class EnqueueOps(BrokerBase):
         else:
             task.state = ready_state(task, now)
 
+    def _wakes_before_flush(self, items: list[_Item]) -> bool:
+        """One due task, a single INSERT in autocommit (not in a caller's
+        transaction) on PostgreSQL: it can wake the nodes before its flush."""
+        if not (len(items) == 1 and self.is_postgres and conveyor_settings.ENQUEUE_WAKE_BEFORE_FLUSH):
+            return False
+        it = items[0]
+        if it.given_id or it.deps or it.fields["unique_key"] or it.task is None or it.task.state != State.PENDING:
+            return False
+        conn = connections[self.db]
+        return conn.get_autocommit() and not conn.in_atomic_block
+
     def _announce(self, tasks: list[Task], now: datetime, then: Then | None = None) -> None:
         self.wake_after_commit({t.queue for t in tasks if t.state == State.PENDING}, then=then)
+        self._announce_events(tasks, now, then)
+
+    def _announce_events(self, tasks: list[Task], now: datetime, then: Then | None = None) -> None:
         if self.hooks.wants_events:
             for kind, state in (("enqueued", None), ("scheduled", State.SCHEDULED), ("canceled", State.CANCELED)):
                 chosen = [

@@ -126,6 +126,32 @@ def insert_statement(tasks: Sequence[Task]) -> tuple[str, list[Any]]:
     return sql, [_cell(getattr(t, attname), attname) for t in tasks for _, attname in columns]
 
 
+# Appended to a one-row INSERT in autocommit: its own transaction commits
+# without waiting for the WAL flush (``set_config(..., true)`` is local to
+# that transaction), so the row is visible to other sessions at once but
+# not yet durable; ``WAIT_DURABLE`` then waits for the flush.
+VISIBLE_FIRST = " RETURNING set_config('synchronous_commit', 'off', true)"
+# A transaction that writes WAL commits with the session's
+# ``synchronous_commit`` (on): it waits until the WAL is flushed up to its
+# own commit record, so up to every commit before it, on any session. A
+# transactional logical message is the smallest such write (no table, any
+# role, any ``wal_level``; logical decoding sees it under the prefix
+# "conveyor"). Merely taking a transaction id is not enough: a transaction
+# that wrote no WAL before its commit record commits without the flush.
+WAIT_DURABLE = "SELECT pg_logical_emit_message(true, 'conveyor', '')"
+
+
+def insert_visible_first(using: str, task: Task) -> None:
+    """INSERT one task in autocommit, visible at once; durable only after ``wait_durable``."""
+    sql, params = insert_statement([task])
+    run(using, sql + VISIBLE_FIRST, params)
+
+
+def wait_durable(using: str) -> None:
+    """Return once everything committed on the server so far is flushed to disk."""
+    run(using, WAIT_DURABLE, [])
+
+
 def _insert_values(using: str, connection: Any, tasks: Sequence[Task]) -> None:
     sql, params = insert_statement(tasks)
     # Prepared for one task, the latency path; a few rows of mixed optional
