@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -89,9 +90,12 @@ class EnqueueOps(BrokerBase):
             await conn.execute(sql + pg.VISIBLE_FIRST if early else sql, params, prepare=prepare)
         except psycopg.errors.UniqueViolation:
             stored = False
-        self.wake_after_commit([task.queue] if task.state == State.PENDING else [], then=run_now)
+        due = [task.queue] if task.state == State.PENDING else []
+        wake = functools.partial(self.wake_after_commit, due, then=run_now)
         if early:
-            await conn.execute(pg.WAIT_DURABLE, prepare=prepare)
+            await conn.wait(pg.flush_gen(conn.pgconn, wake))
+        else:
+            wake()
         return stored
 
     def announce_inserted(self, task: Task) -> ItemResult:
@@ -192,8 +196,7 @@ class EnqueueOps(BrokerBase):
             # in between, and the caller hears of the task only once the
             # flush is done (docs/architecture.md, "Enqueue: wake, then flush").
             pg.insert_visible_first(self.db, tasks[0])
-            self.wake_after_commit([tasks[0].queue])  # autocommit: runs at once
-            pg.wait_durable(self.db)
+            pg.while_flushing(self.db, lambda: self.wake_after_commit([tasks[0].queue]))  # autocommit: at once
         else:
             pg.insert_tasks(self.db, tasks)
         edges = [edge for it in fresh for edge in it.edges]

@@ -20,12 +20,13 @@ cannot carry prepared statements.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 import psycopg
 from django.db import connections
+from psycopg import generators
 
 from conveyor.conf import conveyor_settings
 from conveyor.models import Task
@@ -139,17 +140,46 @@ VISIBLE_FIRST = " RETURNING set_config('synchronous_commit', 'off', true)"
 # "conveyor"). Merely taking a transaction id is not enough: a transaction
 # that wrote no WAL before its commit record commits without the flush.
 WAIT_DURABLE = "SELECT pg_logical_emit_message(true, 'conveyor', '')"
+_WAIT_DURABLE = WAIT_DURABLE.encode()
 
 
 def insert_visible_first(using: str, task: Task) -> None:
-    """INSERT one task in autocommit, visible at once; durable only after ``wait_durable``."""
+    """INSERT one task in autocommit, visible at once; durable only after ``while_flushing``."""
     sql, params = insert_statement([task])
     run(using, sql + VISIBLE_FIRST, params)
 
 
-def wait_durable(using: str) -> None:
-    """Return once everything committed on the server so far is flushed to disk."""
-    run(using, WAIT_DURABLE, [])
+def while_flushing(using: str, fn: Callable[[], None]) -> None:
+    """Call *fn* while the server flushes the WAL; return once everything
+    committed on the server before this call is on disk.
+
+    ``WAIT_DURABLE`` is sent first and its answer read after *fn*, so the
+    flush and *fn* (a wake's round trip to Redis) overlap. Outside a
+    transaction only. Any error closes the connection: a statement whose
+    answer was never read cannot be left on it.
+    """
+    connection = connections[using]
+    connection.ensure_connection()
+    raw = connection.connection
+    try:
+        with connection.wrap_database_errors:
+            raw.wait(flush_gen(raw.pgconn, fn))
+    except BaseException:
+        connection.close()
+        raise
+
+
+def flush_gen(pgconn: Any, fn: Callable[[], None]) -> Any:
+    """``while_flushing`` as a psycopg generator, for a sync or an async connection's ``wait``."""
+    pgconn.send_query(_WAIT_DURABLE)
+    yield from generators.send(pgconn)
+    try:
+        fn()
+    finally:
+        results = yield from generators.fetch_many(pgconn)
+    for result in results:
+        if result.status == psycopg.pq.ExecStatus.FATAL_ERROR:
+            raise psycopg.errors.error_from_result(result, encoding=pgconn._encoding)
 
 
 def _insert_values(using: str, connection: Any, tasks: Sequence[Task]) -> None:

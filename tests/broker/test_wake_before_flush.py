@@ -62,6 +62,16 @@ def observer(alias: str) -> psycopg.Connection[Any]:
     return psycopg.connect(**params, autocommit=True)
 
 
+def woken_before_the_flush(seen: Seen) -> bool:
+    """The enqueuing session's last statement was the INSERT that commits
+    without the flush, or the statement that waits for it (sent just before
+    the wake, its answer read after)."""
+    return (
+        "set_config('synchronous_commit', 'off', true)" in seen.last_statement
+        or "pg_logical_emit_message" in seen.last_statement
+    )
+
+
 def flushed_past(alias: str, lsn: str) -> bool:
     with observer(alias) as conn:
         return conn.execute("SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", [lsn]).fetchone()[0]
@@ -78,8 +88,8 @@ def test_a_due_task_wakes_the_nodes_once_visible_and_before_its_flush(db_alias, 
     assert hooks.woken() == {"email"}
     [seen] = hooks.seen
     assert seen.visible == 1
-    # Woken right after the INSERT that commits without waiting for the flush...
-    assert "set_config('synchronous_commit', 'off', true)" in seen.last_statement
+    # Woken after the INSERT that commits without waiting for the flush...
+    assert woken_before_the_flush(seen)
     # ...and the enqueue returned only after a commit that waits for it.
     assert flushed_past(db_alias, seen.written_lsn)
     assert [(e.kind, e.task_id) for e in hooks.events] == [("enqueued", task.id)]
@@ -121,7 +131,7 @@ def test_other_tasks_commit_durably_before_anything_is_announced(db_alias, clock
     broker.enqueue(TaskSpec(type="t", queue="email", **fields))
 
     for seen in hooks.seen:
-        assert "synchronous_commit" not in seen.last_statement
+        assert not woken_before_the_flush(seen)
     assert len(hooks.events) == 1
 
 
@@ -136,7 +146,7 @@ def test_the_setting_turns_it_off(db_alias, clock):
 
     [seen] = hooks.seen
     assert seen.visible == 1
-    assert "synchronous_commit" not in seen.last_statement
+    assert not woken_before_the_flush(seen)
 
 
 def test_on_a_nodes_loop_too(db_alias, clock):
@@ -148,6 +158,20 @@ def test_on_a_nodes_loop_too(db_alias, clock):
     assert result.created
     [seen] = hooks.seen
     assert seen.visible == 1
-    assert "set_config('synchronous_commit', 'off', true)" in seen.last_statement
+    assert woken_before_the_flush(seen)
     assert flushed_past(db_alias, seen.written_lsn)
     assert [(e.kind, e.task_id) for e in hooks.events] == [("enqueued", result.task.id)]
+
+
+@override_settings(CONVEYOR={"ENQUEUE_WAKE_BEFORE_FLUSH": False})
+def test_on_a_nodes_loop_the_setting_turns_it_off(db_alias, clock):
+    hooks = Watching(db_alias)
+    broker = Broker(clock=clock, using=db_alias, hooks=hooks)
+
+    result = on_loop(LoopLeaser(broker), lambda leaser: leaser.enqueue(TaskSpec(type="t", queue="email")))
+
+    assert result.created
+    assert hooks.woken() == {"email"}
+    [seen] = hooks.seen
+    assert seen.visible == 1
+    assert not woken_before_the_flush(seen)
