@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -72,35 +71,36 @@ class EnqueueOps(BrokerBase):
         task.state = ready_state(task, now)
         return task
 
-    async def insert_on(self, conn: Any, task: Task) -> bool:
+    async def insert_on(self, conn: Any, task: Task, announce: Callable[[], None]) -> bool:
         """INSERT *task* through a psycopg ``AsyncConnection`` (autocommit,
-        PostgreSQL), durably, and wake the nodes; False if it was stored already.
+        PostgreSQL), durably; False if it was stored already.
 
-        A due task wakes the nodes before its flush, as ``enqueue`` does
-        (``ENQUEUE_WAKE_BEFORE_FLUSH``). Safe to repeat after a connection
-        error: the id is the task's own, so a first attempt that did commit
-        makes the second a duplicate key, which still wakes the nodes and
-        waits for the flush, then returns False.
+        *announce* (``announce_inserted``) is called once the task is
+        visible: for a due task while the flush runs, as ``enqueue`` does
+        (``ENQUEUE_WAKE_BEFORE_FLUSH``), otherwise after the commit. Safe
+        to repeat after a connection error: the id is the task's own, so a
+        first attempt that did commit makes the second a duplicate key,
+        which still waits for the flush and returns False (the caller's
+        *announce* should then do nothing the second time).
         """
         early = conveyor_settings.ENQUEUE_WAKE_BEFORE_FLUSH and task.state == State.PENDING
         sql, params = pg.insert_statement([task])
-        prepare = conveyor_settings.PREPARED_STATEMENTS
         stored = True
         try:
-            await conn.execute(sql + pg.VISIBLE_FIRST if early else sql, params, prepare=prepare)
+            await conn.execute(
+                sql + pg.VISIBLE_FIRST if early else sql, params, prepare=conveyor_settings.PREPARED_STATEMENTS
+            )
         except psycopg.errors.UniqueViolation:
             stored = False
-        due = [task.queue] if task.state == State.PENDING else []
-        wake = functools.partial(self.wake_after_commit, due, then=run_now)
         if early:
-            await conn.wait(pg.flush_gen(conn.pgconn, wake))
+            await conn.wait(pg.flush_gen(conn.pgconn, announce))
         else:
-            wake()
+            announce()
         return stored
 
     def announce_inserted(self, task: Task) -> ItemResult:
-        """Events for a task ``insert_on`` stored (it is durable, the nodes are woken)."""
-        self._announce_events([task], task.enqueued_at, then=run_now)
+        """Events and the wake for a task ``insert_on`` stored (it is visible)."""
+        self._announce([task], task.enqueued_at, then=run_now)
         return ItemResult(index=0, task=task, created=True)
 
     def _check_batch_size(self, specs: Sequence[TaskSpec]) -> None:
@@ -192,11 +192,12 @@ class EnqueueOps(BrokerBase):
         tasks = [it.task for it in fresh]
         early = mode == "one" and self._wakes_before_flush(fresh)
         if early:
-            # Visible at once, durable a moment later: the nodes are woken
-            # in between, and the caller hears of the task only once the
-            # flush is done (docs/architecture.md, "Enqueue: wake, then flush").
+            # Visible at once, durable a moment later: the task is announced
+            # (events, then the wake) while the flush runs, and the caller
+            # hears of it only once the flush is done (docs/architecture.md,
+            # "Enqueue: wake, then flush").
             pg.insert_visible_first(self.db, tasks[0])
-            pg.while_flushing(self.db, lambda: self.wake_after_commit([tasks[0].queue]))  # autocommit: at once
+            pg.while_flushing(self.db, lambda: self._announce(tasks, now, then=run_now))
         else:
             pg.insert_tasks(self.db, tasks)
         edges = [edge for it in fresh for edge in it.edges]
@@ -207,9 +208,7 @@ class EnqueueOps(BrokerBase):
         for it in fresh:
             results[it.index].task = it.task
             results[it.index].created = True
-        if early:
-            self._announce_events(tasks, now)
-        else:
+        if not early:
             self._announce(tasks, now)
 
     def _drop_known_ids(
@@ -392,13 +391,17 @@ class EnqueueOps(BrokerBase):
         if it.given_id or it.deps or it.fields["unique_key"] or it.task is None or it.task.state != State.PENDING:
             return False
         conn = connections[self.db]
-        return conn.get_autocommit() and not conn.in_atomic_block
+        if not conn.get_autocommit() or conn.in_atomic_block:
+            return False
+        # Django's flags say autocommit; so must the server (a raw "BEGIN"
+        # leaves them unchanged, and the INSERT would then make the caller's
+        # whole transaction skip the flush).
+        return conn.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
     def _announce(self, tasks: list[Task], now: datetime, then: Then | None = None) -> None:
+        """The wake, then the events (together: on a node the wake only
+        schedules the dispatcher, so its events are in before any lease's)."""
         self.wake_after_commit({t.queue for t in tasks if t.state == State.PENDING}, then=then)
-        self._announce_events(tasks, now, then)
-
-    def _announce_events(self, tasks: list[Task], now: datetime, then: Then | None = None) -> None:
         if self.hooks.wants_events:
             for kind, state in (("enqueued", None), ("scheduled", State.SCHEDULED), ("canceled", State.CANCELED)):
                 chosen = [

@@ -24,7 +24,12 @@ class BrokerHooks:
     wants_events = False
 
     def wake(self, queues: Iterable[str], at: datetime | None = None) -> None:
-        """Tell the queues' dispatchers there is due work (at *at*, or now)."""
+        """Tell the queues' dispatchers there is due work (at *at*, or now).
+
+        May be called while the enqueuing connection waits for its flush
+        (docs/architecture.md, "Enqueue: wake, then flush"): a hook must not
+        use the broker's database connection.
+        """
 
     def publish(self, events: Sequence[Event]) -> None:
         """Publish lifecycle events."""

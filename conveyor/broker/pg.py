@@ -155,8 +155,9 @@ def while_flushing(using: str, fn: Callable[[], None]) -> None:
 
     ``WAIT_DURABLE`` is sent first and its answer read after *fn*, so the
     flush and *fn* (a wake's round trip to Redis) overlap. Outside a
-    transaction only. Any error closes the connection: a statement whose
-    answer was never read cannot be left on it.
+    transaction only. *fn* runs while a statement is in flight on this
+    database's connection: it must not use it. Any error closes the
+    connection: a statement whose answer was never read cannot be left on it.
     """
     connection = connections[using]
     connection.ensure_connection()
@@ -177,9 +178,10 @@ def flush_gen(pgconn: Any, fn: Callable[[], None]) -> Any:
         fn()
     finally:
         results = yield from generators.fetch_many(pgconn)
-    for result in results:
-        if result.status == psycopg.pq.ExecStatus.FATAL_ERROR:
-            raise psycopg.errors.error_from_result(result, encoding=pgconn._encoding)
+    if len(results) != 1 or results[0].status != psycopg.pq.ExecStatus.TUPLES_OK:
+        if results and results[-1].status == psycopg.pq.ExecStatus.FATAL_ERROR:
+            raise psycopg.errors.error_from_result(results[-1], encoding=pgconn._encoding)
+        raise psycopg.OperationalError(f"unexpected answer to {WAIT_DURABLE!r}: {[r.status for r in results]}")
 
 
 def _insert_values(using: str, connection: Any, tasks: Sequence[Task]) -> None:

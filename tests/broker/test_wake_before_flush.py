@@ -1,14 +1,18 @@
 """An enqueue wakes the nodes once its task is visible, and returns once it is durable.
 
-Real PostgreSQL. What each test checks is read from the server by another
-session at the moment the wake is sent: whether the task is visible, the
-last statement the enqueuing session ran, and how far the WAL was written;
-then, once the enqueue has returned, how far it is flushed.
+Real PostgreSQL. At the moment of the wake the hooks look at the server
+from a session of their own (is the task visible? what did the enqueuing
+session run last?) and at the enqueuing connection (is a statement in
+flight on it?). Once the enqueue has returned, the test reads the WAL
+flushed to disk (pg_walinspect): the INSERT's commit, then a transaction
+that wrote a message and committed, the one whose synchronous commit
+flushed both.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,6 +21,7 @@ import psycopg
 import pytest
 from django.db import connections, transaction
 from django.test import override_settings
+from psycopg.pq import TransactionStatus
 
 from conveyor.broker import Broker, TaskSpec
 from conveyor.broker.hooks import RecordingHooks
@@ -30,44 +35,57 @@ pytestmark = pytest.mark.parametrize("db_alias", ["postgres"], indirect=True)
 class Seen:
     visible: int  # tasks another session could read
     last_statement: str  # what the enqueuing session ran last
+    in_flight: bool  # a statement was running on the enqueuing connection
 
 
 class Watching(RecordingHooks):
-    """Hooks that, at each wake, look at the server from a session of their own."""
+    """Hooks that, at each wake, look at the server and at the enqueuing connection."""
 
-    def __init__(self, alias: str) -> None:
+    def __init__(self, alias: str, enqueuing: Callable[[], Any]) -> None:
         super().__init__()
         self.alias = alias
+        self.enqueuing = enqueuing  # -> the enqueuing psycopg connection
         self.seen: list[Seen] = []
-        self.enqueuing_pid: int | None = None  # None: the node's leaser connection
 
     def wake(self, queues: Iterable[str], at: datetime | None = None) -> None:
         super().wake(queues, at)
-        with observer(self.alias) as conn:
-            visible = conn.execute("SELECT count(*) FROM conveyor_task").fetchone()[0]
-            if self.enqueuing_pid is None:
-                where, params = "application_name = 'conveyor-lease' AND datname = current_database()", []
-            else:
-                where, params = "pid = %s", [self.enqueuing_pid]
-            rows = conn.execute(f"SELECT query FROM pg_stat_activity WHERE {where}", params).fetchall()
-        self.seen.append(Seen(visible, " | ".join(r[0] for r in rows)))
+        conn = self.enqueuing()
+        in_flight = conn.pgconn.transaction_status == TransactionStatus.ACTIVE
+        with observer(self.alias) as other:
+            visible = other.execute("SELECT count(*) FROM conveyor_task").fetchone()[0]
+            last = other.execute("SELECT query FROM pg_stat_activity WHERE pid = %s", [conn.info.backend_pid])
+        self.seen.append(Seen(visible, last.fetchone()[0], in_flight))
+
+
+def djangos(alias: str) -> Callable[[], Any]:
+    connections[alias].ensure_connection()
+    return lambda: connections[alias].connection
+
+
+def leasers(leaser: LoopLeaser) -> Callable[[], Any]:
+    return lambda: next(iter(leaser._busy))
 
 
 def observer(alias: str) -> psycopg.Connection[Any]:
     params = connections[alias].get_connection_params()
     params.pop("cursor_factory", None)
-    params.pop("context", None)
     return psycopg.connect(**params, autocommit=True)
 
 
 def woken_before_the_flush(seen: Seen) -> bool:
-    """The enqueuing session's last statement was the INSERT that commits
-    without the flush, or the statement that waits for it (sent just before
-    the wake, its answer read after)."""
-    return (
-        "set_config('synchronous_commit', 'off', true)" in seen.last_statement
-        or "pg_logical_emit_message" in seen.last_statement
-    )
+    """Woken after the INSERT that commits without the flush, while the
+    statement that waits for the flush runs (sent before the wake, its
+    answer read after)."""
+    return seen.in_flight and "pg_logical_emit_message" in seen.last_statement
+
+
+@pytest.fixture
+def walinspect(db_alias: str) -> None:
+    with observer(db_alias) as conn:
+        try:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+        except (psycopg.errors.UndefinedFile, psycopg.errors.InsufficientPrivilege) as exc:
+            pytest.skip(f"reading the WAL needs pg_walinspect: {exc}")
 
 
 def wal_position(alias: str) -> str:
@@ -75,31 +93,33 @@ def wal_position(alias: str) -> str:
         return conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0]
 
 
-def commit_flushed(alias: str, since: str, task_id: str) -> bool:
-    """Is the commit record of the transaction that inserted *task_id* among
-    the WAL records flushed to disk (read with pg_walinspect)?"""
+def flushed_after_the_insert(alias: str, since: str, task_id: str) -> list[str]:
+    """What the flushed WAL holds from the INSERT's commit on: "insert
+    committed", "message" (written by a transaction that has an id) and
+    "message committed" (that transaction's commit), in WAL order."""
     with observer(alias) as conn:
-        try:
-            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
-        except psycopg.errors.UndefinedFile:
-            pytest.skip("pg_walinspect is not installed")
         xid = conn.execute("SELECT xmin::text FROM conveyor_task WHERE id = %s", [task_id]).fetchone()[0]
-        return (
-            conn.execute(
-                "SELECT count(*) FROM pg_get_wal_records_info(%s::pg_lsn, pg_current_wal_flush_lsn()) "
-                "WHERE resource_manager = 'Transaction' AND record_type = 'COMMIT' AND xid::text = %s",
-                [since, xid],
-            ).fetchone()[0]
-            == 1
-        )
+        rows = conn.execute(
+            "SELECT resource_manager, record_type, xid::text FROM "
+            "pg_get_wal_records_info(%s::pg_lsn, pg_current_wal_flush_lsn()) ORDER BY start_lsn",
+            [since],
+        ).fetchall()
+    seen: list[str] = []
+    message_xid = None
+    for manager, kind, record_xid in rows:
+        if manager == "Transaction" and kind == "COMMIT" and record_xid == xid:
+            seen.append("insert committed")
+        elif seen and manager == "LogicalMessage" and record_xid != "0" and message_xid is None:
+            message_xid = record_xid
+            seen.append("message")
+        elif message_xid is not None and manager == "Transaction" and kind == "COMMIT" and record_xid == message_xid:
+            seen.append("message committed")
+    return seen
 
 
-def test_a_due_task_wakes_the_nodes_once_visible_and_before_its_flush(db_alias, clock):
-    hooks = Watching(db_alias)
+def test_a_due_task_wakes_the_nodes_once_visible_and_before_its_flush(db_alias, clock, walinspect):
+    hooks = Watching(db_alias, djangos(db_alias))
     broker = Broker(clock=clock, using=db_alias, hooks=hooks)
-    connections[db_alias].ensure_connection()
-    hooks.enqueuing_pid = connections[db_alias].connection.info.backend_pid
-
     since = wal_position(db_alias)
 
     task = broker.enqueue(TaskSpec(type="t", queue="email"))
@@ -107,10 +127,9 @@ def test_a_due_task_wakes_the_nodes_once_visible_and_before_its_flush(db_alias, 
     assert hooks.woken() == {"email"}
     [seen] = hooks.seen
     assert seen.visible == 1
-    # Woken after the INSERT that commits without waiting for the flush...
     assert woken_before_the_flush(seen)
-    # ...and the enqueue returned only once that commit was on disk.
-    assert commit_flushed(db_alias, since, task.id)
+    # The enqueue returned once a synchronous commit after the INSERT's was on disk.
+    assert flushed_after_the_insert(db_alias, since, task.id) == ["insert committed", "message", "message committed"]
     assert [(e.kind, e.task_id) for e in hooks.events] == [("enqueued", task.id)]
 
 
@@ -123,7 +142,7 @@ def test_the_enqueue_leaves_the_session_committing_durably(broker, db_alias):
 
 
 def test_in_a_callers_transaction_the_wake_waits_for_its_commit(db_alias, clock):
-    hooks = Watching(db_alias)
+    hooks = Watching(db_alias, djangos(db_alias))
     broker = Broker(clock=clock, using=db_alias, hooks=hooks)
 
     with transaction.atomic(using=db_alias):
@@ -136,63 +155,127 @@ def test_in_a_callers_transaction_the_wake_waits_for_its_commit(db_alias, clock)
     assert setting == "on"  # the caller's transaction commits durably
     assert hooks.woken() == {"email"}
     assert hooks.seen[0].visible == 1
+    assert not hooks.seen[0].in_flight
 
 
-@pytest.mark.parametrize(
-    "fields", [{"process_in": 60}, {"id": "mine-1"}, {"unique_key": "u"}], ids=["scheduled", "own id", "unique key"]
-)
-def test_other_tasks_commit_durably_before_anything_is_announced(db_alias, clock, fields):
-    hooks = Watching(db_alias)
+def test_in_a_transaction_django_does_not_know_of_the_insert_commits_durably(db_alias, clock):
+    hooks = Watching(db_alias, djangos(db_alias))
     broker = Broker(clock=clock, using=db_alias, hooks=hooks)
-    connections[db_alias].ensure_connection()
-    hooks.enqueuing_pid = connections[db_alias].connection.info.backend_pid
+
+    with connections[db_alias].cursor() as cursor:
+        cursor.execute("BEGIN")  # Django's flags still say autocommit
+        try:
+            broker.enqueue(TaskSpec(type="t", queue="email"))
+            cursor.execute("SELECT current_setting('synchronous_commit')")
+            setting = cursor.fetchone()[0]
+        finally:
+            cursor.execute("ROLLBACK")
+
+    assert setting == "on"
+
+
+@pytest.mark.parametrize("fields", [{"id": "mine-1"}, {"unique_key": "u"}], ids=["own id", "unique key"])
+def test_tasks_that_need_a_transaction_commit_durably_before_the_wake(db_alias, clock, fields):
+    hooks = Watching(db_alias, djangos(db_alias))
+    broker = Broker(clock=clock, using=db_alias, hooks=hooks)
 
     broker.enqueue(TaskSpec(type="t", queue="email", **fields))
 
-    for seen in hooks.seen:
-        assert not woken_before_the_flush(seen)
+    [seen] = hooks.seen
+    assert seen.visible == 1
+    assert not seen.in_flight
+    assert "pg_logical_emit_message" not in seen.last_statement
     assert len(hooks.events) == 1
+
+
+def test_a_scheduled_task_wakes_nobody_and_commits_durably(broker, db_alias):
+    task = broker.enqueue(TaskSpec(type="t", queue="email", process_in=60))
+
+    assert broker.hooks.wakes == []
+    assert [e.kind for e in broker.hooks.events] == ["scheduled"]
+    with observer(db_alias) as conn:
+        last = conn.execute(
+            "SELECT query FROM pg_stat_activity WHERE pid = %s", [connections[db_alias].connection.info.backend_pid]
+        ).fetchone()[0]
+    assert "pg_logical_emit_message" not in last and "synchronous_commit" not in last
+    assert broker.get_task(task.id).state == "scheduled"
 
 
 @override_settings(CONVEYOR={"ENQUEUE_WAKE_BEFORE_FLUSH": False})
 def test_the_setting_turns_it_off(db_alias, clock):
-    hooks = Watching(db_alias)
+    hooks = Watching(db_alias, djangos(db_alias))
     broker = Broker(clock=clock, using=db_alias, hooks=hooks)
-    connections[db_alias].ensure_connection()
-    hooks.enqueuing_pid = connections[db_alias].connection.info.backend_pid
 
     broker.enqueue(TaskSpec(type="t", queue="email"))
 
     [seen] = hooks.seen
     assert seen.visible == 1
-    assert not woken_before_the_flush(seen)
+    assert not seen.in_flight
+    assert "synchronous_commit" not in seen.last_statement
 
 
-def test_on_a_nodes_loop_too(db_alias, clock):
-    hooks = Watching(db_alias)
-    broker = Broker(clock=clock, using=db_alias, hooks=hooks)
+def _enqueue_on_loop(broker: Broker, leaser: LoopLeaser) -> Any:
+    return on_loop(leaser, lambda leaser: leaser.enqueue(TaskSpec(type="t", queue="email")))
 
+
+def test_on_a_nodes_loop_too(db_alias, clock, walinspect):
+    broker = Broker(clock=clock, using=db_alias)
+    leaser = LoopLeaser(broker)
+    hooks = Watching(db_alias, leasers(leaser))
+    broker.hooks = hooks
     since = wal_position(db_alias)
 
-    result = on_loop(LoopLeaser(broker), lambda leaser: leaser.enqueue(TaskSpec(type="t", queue="email")))
+    result = _enqueue_on_loop(broker, leaser)
 
     assert result.created
     [seen] = hooks.seen
     assert seen.visible == 1
     assert woken_before_the_flush(seen)
-    assert commit_flushed(db_alias, since, result.task.id)
+    assert flushed_after_the_insert(db_alias, since, result.task.id) == [
+        "insert committed",
+        "message",
+        "message committed",
+    ]
     assert [(e.kind, e.task_id) for e in hooks.events] == [("enqueued", result.task.id)]
+
+
+class Scheduling(RecordingHooks):
+    """Wakes as a node's hooks wake: the dispatcher runs on a later turn of
+    the loop; what had been published by then is recorded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.published_when_dispatching: list[list[str]] = []
+
+    def wake(self, queues: Iterable[str], at: datetime | None = None) -> None:
+        super().wake(queues, at)
+        asyncio.get_running_loop().call_soon(lambda: self.published_when_dispatching.append(self.kinds()))
+
+    def kinds(self) -> list[str]:
+        return [e.kind for e in self.events]
+
+
+def test_on_a_nodes_loop_the_task_is_announced_before_its_dispatcher_can_lease_it(db_alias, clock):
+    hooks = Scheduling()
+    broker = Broker(clock=clock, using=db_alias, hooks=hooks)
+
+    _enqueue_on_loop(broker, LoopLeaser(broker))
+
+    assert hooks.published_when_dispatching == [["enqueued"]]
 
 
 @override_settings(CONVEYOR={"ENQUEUE_WAKE_BEFORE_FLUSH": False})
 def test_on_a_nodes_loop_the_setting_turns_it_off(db_alias, clock):
-    hooks = Watching(db_alias)
-    broker = Broker(clock=clock, using=db_alias, hooks=hooks)
+    broker = Broker(clock=clock, using=db_alias)
+    leaser = LoopLeaser(broker)
+    hooks = Watching(db_alias, leasers(leaser))
+    broker.hooks = hooks
 
-    result = on_loop(LoopLeaser(broker), lambda leaser: leaser.enqueue(TaskSpec(type="t", queue="email")))
+    result = _enqueue_on_loop(broker, leaser)
 
     assert result.created
     assert hooks.woken() == {"email"}
     [seen] = hooks.seen
     assert seen.visible == 1
-    assert not woken_before_the_flush(seen)
+    assert not seen.in_flight
+    assert "synchronous_commit" not in seen.last_statement
