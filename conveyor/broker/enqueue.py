@@ -83,7 +83,7 @@ class EnqueueOps(BrokerBase):
         which still waits for the flush and returns False (the caller's
         *announce* should then do nothing the second time).
         """
-        early = conveyor_settings.ENQUEUE_WAKE_BEFORE_FLUSH and task.state == State.PENDING
+        early = self._wake_before_flush() and task.state == State.PENDING
         sql, params = pg.insert_statement([task])
         stored = True
         try:
@@ -382,10 +382,13 @@ class EnqueueOps(BrokerBase):
         else:
             task.state = ready_state(task, now)
 
+    def _wake_before_flush(self) -> bool:
+        return conveyor_settings.ENQUEUE_WAKE_BEFORE_FLUSH and self.hooks.wakes_nodes
+
     def _wakes_before_flush(self, items: list[_Item]) -> bool:
         """One due task, a single INSERT in autocommit (not in a caller's
         transaction) on PostgreSQL: it can wake the nodes before its flush."""
-        if not (len(items) == 1 and self.is_postgres and conveyor_settings.ENQUEUE_WAKE_BEFORE_FLUSH):
+        if not (len(items) == 1 and self.is_postgres and self._wake_before_flush()):
             return False
         it = items[0]
         if it.given_id or it.deps or it.fields["unique_key"] or it.task is None or it.task.state != State.PENDING:

@@ -22,6 +22,11 @@ class BrokerHooks:
     """Hooks that do nothing; the base for real ones."""
 
     wants_events = False
+    # Whether a wake reaches running nodes. Only then does an enqueue wake
+    # before its flush (the wake's round trip overlaps the flush, and a
+    # node can start the task sooner); with nobody to wake it commits
+    # durably in one statement, one round trip fewer.
+    wakes_nodes = False
 
     def wake(self, queues: Iterable[str], at: datetime | None = None) -> None:
         """Tell the queues' dispatchers there is due work (at *at*, or now).

@@ -311,6 +311,10 @@ class ChannelLayerHooks(InlineHooks):
         # EVENTS=0 stops publishing from every process, not only from nodes.
         return conveyor_settings.EVENTS and bool(self.layer)
 
+    @property
+    def wakes_nodes(self) -> bool:  # type: ignore[override]
+        return bool(self.layer)
+
     def _send(self, group: str, message: dict[str, Any]) -> None:
         if not self.layer:
             return

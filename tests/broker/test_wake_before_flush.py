@@ -41,6 +41,8 @@ class Seen:
 class Watching(RecordingHooks):
     """Hooks that, at each wake, look at the server and at the enqueuing connection."""
 
+    wakes_nodes = True  # as a node's hooks, or a producer's on Redis
+
     def __init__(self, alias: str, enqueuing: Callable[[], Any]) -> None:
         super().__init__()
         self.alias = alias
@@ -243,6 +245,8 @@ class Scheduling(RecordingHooks):
     """Wakes as a node's hooks wake: the dispatcher runs on a later turn of
     the loop; what had been published by then is recorded."""
 
+    wakes_nodes = True
+
     def __init__(self) -> None:
         super().__init__()
         self.published_when_dispatching: list[list[str]] = []
@@ -279,3 +283,16 @@ def test_on_a_nodes_loop_the_setting_turns_it_off(db_alias, clock):
     assert seen.visible == 1
     assert not seen.in_flight
     assert "synchronous_commit" not in seen.last_statement
+
+
+def test_with_nobody_to_wake_the_insert_commits_durably_in_one_statement(broker, db_alias):
+    # The broker fixture's hooks reach no node (as a producer's without Redis).
+    task = broker.enqueue(TaskSpec(type="t", queue="email"))
+
+    with observer(db_alias) as conn:
+        last = conn.execute(
+            "SELECT query FROM pg_stat_activity WHERE pid = %s", [connections[db_alias].connection.info.backend_pid]
+        ).fetchone()[0]
+    assert last.startswith('INSERT INTO "conveyor_task"') and "synchronous_commit" not in last
+    assert broker.hooks.woken() == {"email"}
+    assert [e.task_id for e in broker.hooks.events] == [task.id]
