@@ -193,7 +193,7 @@ class EnqueueOps(BrokerBase):
         early = mode == "one" and self._wakes_before_flush(fresh)
         if early:
             # Visible at once, durable a moment later: the task is announced
-            # (events, then the wake) while the flush runs, and the caller
+            # (the wake and its events) while the flush runs, and the caller
             # hears of it only once the flush is done (docs/architecture.md,
             # "Enqueue: wake, then flush").
             pg.insert_visible_first(self.db, tasks[0])
