@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -71,35 +71,26 @@ class EnqueueOps(BrokerBase):
         task.state = ready_state(task, now)
         return task
 
-    async def insert_on(self, conn: Any, task: Task, announce: Callable[[], None]) -> bool:
-        """INSERT *task* through a psycopg ``AsyncConnection`` (autocommit,
-        PostgreSQL), durably; False if it was stored already.
+    async def insert_on(self, conn: Any, task: Task) -> bool:
+        """INSERT *task* through a psycopg ``AsyncConnection`` (autocommit, PostgreSQL).
 
-        *announce* (``announce_inserted``) is called once the task is
-        visible: for a due task while the flush runs, as ``enqueue`` does
-        (``ENQUEUE_WAKE_BEFORE_FLUSH``), otherwise after the commit. Safe
-        to repeat after a connection error: the id is the task's own, so a
-        first attempt that did commit makes the second a duplicate key,
-        which still waits for the flush and returns False (the caller's
-        *announce* should then do nothing the second time).
+        Durable as every enqueue (the session keeps the server's
+        ``synchronous_commit``). Safe to repeat after a connection error:
+        the id is the task's own, so a first attempt that did commit makes
+        the second a duplicate key, and this returns False (already stored).
+        A node's wake is no round trip, so there is nothing for the flush to
+        overlap: the task is announced after its durable commit
+        (docs/architecture.md, "Enqueue: wake, then flush").
         """
-        early = self._wake_before_flush() and task.state == State.PENDING
         sql, params = pg.insert_statement([task])
-        stored = True
         try:
-            await conn.execute(
-                sql + pg.VISIBLE_FIRST if early else sql, params, prepare=conveyor_settings.PREPARED_STATEMENTS
-            )
+            await conn.execute(sql, params, prepare=conveyor_settings.PREPARED_STATEMENTS)
         except psycopg.errors.UniqueViolation:
-            stored = False
-        if early:
-            await conn.wait(pg.flush_gen(conn.pgconn, announce))
-        else:
-            announce()
-        return stored
+            return False
+        return True
 
     def announce_inserted(self, task: Task) -> ItemResult:
-        """Events and the wake for a task ``insert_on`` stored (it is visible)."""
+        """Wakes and events for a task ``insert_on`` stored (it has committed)."""
         self._announce([task], task.enqueued_at, then=run_now)
         return ItemResult(index=0, task=task, created=True)
 
@@ -382,13 +373,12 @@ class EnqueueOps(BrokerBase):
         else:
             task.state = ready_state(task, now)
 
-    def _wake_before_flush(self) -> bool:
-        return conveyor_settings.ENQUEUE_WAKE_BEFORE_FLUSH and self.hooks.wakes_nodes
-
     def _wakes_before_flush(self, items: list[_Item]) -> bool:
         """One due task, a single INSERT in autocommit (not in a caller's
-        transaction) on PostgreSQL: it can wake the nodes before its flush."""
-        if not (len(items) == 1 and self.is_postgres and self._wake_before_flush()):
+        transaction) on PostgreSQL, by hooks whose wake is a round trip: it
+        can wake the nodes before its flush."""
+        wake_first = conveyor_settings.ENQUEUE_WAKE_BEFORE_FLUSH and self.hooks.wake_is_a_round_trip
+        if not (len(items) == 1 and self.is_postgres and wake_first):
             return False
         it = items[0]
         if it.given_id or it.deps or it.fields["unique_key"] or it.task is None or it.task.state != State.PENDING:

@@ -22,11 +22,13 @@ class BrokerHooks:
     """Hooks that do nothing; the base for real ones."""
 
     wants_events = False
-    # Whether a wake reaches running nodes. Only then does an enqueue wake
-    # before its flush (the wake's round trip overlaps the flush, and a
-    # node can start the task sooner); with nobody to wake it commits
-    # durably in one statement, one round trip fewer.
-    wakes_nodes = False
+    # Whether a wake is a round trip to other processes (a PUBLISH to
+    # Redis). Only then does an enqueue wake before its flush: the wake's
+    # round trip overlaps the flush, and a node can start the task sooner.
+    # Otherwise (nobody to wake, or a node's own wake, which only schedules
+    # its dispatchers) the second statement that waits for the flush would
+    # cost a round trip of its own, so the one durable INSERT is cheaper.
+    wake_is_a_round_trip = False
 
     def wake(self, queues: Iterable[str], at: datetime | None = None) -> None:
         """Tell the queues' dispatchers there is due work (at *at*, or now).

@@ -60,11 +60,10 @@ import psycopg.sql
 from django.db import connections
 
 from conveyor.broker import pg
-from conveyor.broker.types import ItemResult
 
 if TYPE_CHECKING:
     from conveyor.broker import Broker
-    from conveyor.broker.types import LeaseBatch, TaskSpec
+    from conveyor.broker.types import ItemResult, LeaseBatch, TaskSpec
     from conveyor.dispatch.executor import DatabaseExecutor
     from conveyor.models import Task
 
@@ -75,9 +74,8 @@ T = TypeVar("T")
 LEASE_STATEMENT_TIMEOUT_MS = 10_000
 
 
-# A connection the server ended (terminated, shut down, not yet accepting):
-# before it ran an INSERT, or while the INSERT waited for its flush. Trying
-# again under the same task id cannot store the task twice.
+# A connection the server ended before it could have run the statement
+# (terminated, shut down, not yet accepting): trying again cannot repeat work.
 ENDED_BY_THE_SERVER = frozenset({"57P01", "57P02", "57P03"})
 RETRY_CONNECT_TIMEOUT = 5  # seconds
 
@@ -153,33 +151,24 @@ class LoopLeaser:
         """INSERT, and announce, *task*.
 
         A pooled connection may have been ended by the server while idle (a
-        terminated session, a restarted server), or while the INSERT waited
-        for its flush: then the INSERT is tried once more, at once, on a new
-        connection. The task's id is fixed before the first try, so if the
-        first did commit the second meets the primary key and the task is
-        still stored once (and announced once). Any other error (a lost
-        connection, which may have committed or not) is the caller's, as it
-        is on Django's connections.
+        terminated session, a restarted server): then the INSERT is tried
+        once more, at once, on a new connection. The task's id is fixed
+        before the first try, so if the first did commit the second meets
+        the primary key and the task is still stored once. Any other error
+        (a lost connection, which may have committed or not) is the
+        caller's, as it is on Django's connections.
         """
-        announced = False
-
-        def announce() -> None:
-            nonlocal announced
-            if not announced:
-                announced = True
-                self.broker.announce_inserted(task)
-
         try:
-            stored = await self._other(lambda conn: self.broker.insert_on(conn, task, announce))
+            stored = await self._other(lambda conn: self.broker.insert_on(conn, task))
         except psycopg.OperationalError as exc:
             if getattr(exc, "sqlstate", None) not in ENDED_BY_THE_SERVER:
                 raise
             logger.warning("enqueue: the server ended a pooled connection (%s); trying a new one", exc)
-            await self._other(lambda conn: self.broker.insert_on(conn, task, announce), fresh=True)
+            await self._other(lambda conn: self.broker.insert_on(conn, task), fresh=True)
         else:
             if not stored:
                 raise RuntimeError(f"task id {task.id} is taken")  # a fresh ULID: cannot happen
-        return ItemResult(index=0, task=task, created=True)
+        return self.broker.announce_inserted(task)
 
     async def run(self, fn: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]], *, fresh: bool = False) -> T:
         """Await *fn* with a connection of the pool (one of its own while it runs);

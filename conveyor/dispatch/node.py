@@ -84,7 +84,6 @@ class NodeHooks(BrokerHooks):
     # Always: the node's metrics and history charts count events even when
     # CONVEYOR_EVENTS=0 turns off publishing them to subscribers.
     wants_events = True
-    wakes_nodes = True  # its own dispatchers, and through Redis the others
 
     def __init__(self, node: Node) -> None:
         self.node = node

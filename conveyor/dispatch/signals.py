@@ -312,7 +312,7 @@ class ChannelLayerHooks(InlineHooks):
         return conveyor_settings.EVENTS and bool(self.layer)
 
     @property
-    def wakes_nodes(self) -> bool:  # type: ignore[override]
+    def wake_is_a_round_trip(self) -> bool:  # type: ignore[override]
         return bool(self.layer)
 
     def _send(self, group: str, message: dict[str, Any]) -> None:

@@ -6,12 +6,13 @@ session run last?) and at the enqueuing connection (is a statement in
 flight on it?). Once the enqueue has returned, the test reads the WAL
 flushed to disk (pg_walinspect): the INSERT's commit, then a transaction
 that wrote a message and committed, the one whose synchronous commit
-flushed both.
+flushed both. Only hooks whose wake is a round trip (a producer's PUBLISH
+to Redis) take this path; a node's own enqueues, and a producer with
+nobody to wake, commit durably in one statement.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -41,7 +42,7 @@ class Seen:
 class Watching(RecordingHooks):
     """Hooks that, at each wake, look at the server and at the enqueuing connection."""
 
-    wakes_nodes = True  # as a node's hooks, or a producer's on Redis
+    wake_is_a_round_trip = True  # as a producer's hooks on Redis
 
     def __init__(self, alias: str, enqueuing: Callable[[], Any]) -> None:
         super().__init__()
@@ -65,7 +66,8 @@ def djangos(alias: str) -> Callable[[], Any]:
 
 
 def leasers(leaser: LoopLeaser) -> Callable[[], Any]:
-    return lambda: next(iter(leaser._busy))
+    """The leaser's connection in use, or the one last put back."""
+    return lambda: next(iter(leaser._busy)) if leaser._busy else leaser._idle[-1]
 
 
 def observer(alias: str) -> psycopg.Connection[Any]:
@@ -216,77 +218,27 @@ def test_the_setting_turns_it_off(db_alias, clock):
     assert "synchronous_commit" not in seen.last_statement
 
 
-def _enqueue_on_loop(broker: Broker, leaser: LoopLeaser) -> Any:
-    return on_loop(leaser, lambda leaser: leaser.enqueue(TaskSpec(type="t", queue="email")))
-
-
-def test_on_a_nodes_loop_too(db_alias, clock, walinspect):
-    broker = Broker(clock=clock, using=db_alias)
-    leaser = LoopLeaser(broker)
-    hooks = Watching(db_alias, leasers(leaser))
-    broker.hooks = hooks
-    since = wal_position(db_alias)
-
-    result = _enqueue_on_loop(broker, leaser)
-
-    assert result.created
-    [seen] = hooks.seen
-    assert seen.visible == 1
-    assert woken_before_the_flush(seen)
-    assert flushed_after_the_insert(db_alias, since, result.task.id) == [
-        "insert committed",
-        "message",
-        "message committed",
-    ]
-    assert [(e.kind, e.task_id) for e in hooks.events] == [("enqueued", result.task.id)]
-
-
-class Scheduling(RecordingHooks):
-    """Wakes as a node's hooks wake: the dispatcher runs on a later turn of
-    the loop; what had been published by then is recorded."""
-
-    wakes_nodes = True
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.published_when_dispatching: list[list[str]] = []
-
-    def wake(self, queues: Iterable[str], at: datetime | None = None) -> None:
-        super().wake(queues, at)
-        asyncio.get_running_loop().call_soon(lambda: self.published_when_dispatching.append(self.kinds()))
-
-    def kinds(self) -> list[str]:
-        return [e.kind for e in self.events]
-
-
-def test_on_a_nodes_loop_the_task_is_announced_before_its_dispatcher_can_lease_it(db_alias, clock):
-    hooks = Scheduling()
-    broker = Broker(clock=clock, using=db_alias, hooks=hooks)
-
-    _enqueue_on_loop(broker, LoopLeaser(broker))
-
-    assert hooks.published_when_dispatching == [["enqueued"]]
-
-
-@override_settings(CONVEYOR={"ENQUEUE_WAKE_BEFORE_FLUSH": False})
-def test_on_a_nodes_loop_the_setting_turns_it_off(db_alias, clock):
+def test_on_a_nodes_loop_the_insert_commits_durably_before_the_wake(db_alias, clock):
+    # A node's wake only schedules its dispatchers: no round trip for the
+    # flush to overlap, so the one durable INSERT is cheaper.
     broker = Broker(clock=clock, using=db_alias)
     leaser = LoopLeaser(broker)
     hooks = Watching(db_alias, leasers(leaser))
     broker.hooks = hooks
 
-    result = _enqueue_on_loop(broker, leaser)
+    result = on_loop(leaser, lambda leaser: leaser.enqueue(TaskSpec(type="t", queue="email")))
 
     assert result.created
     assert hooks.woken() == {"email"}
     [seen] = hooks.seen
     assert seen.visible == 1
     assert not seen.in_flight
+    assert seen.last_statement.startswith('INSERT INTO "conveyor_task"')
     assert "synchronous_commit" not in seen.last_statement
 
 
 def test_with_nobody_to_wake_the_insert_commits_durably_in_one_statement(broker, db_alias):
-    # The broker fixture's hooks reach no node (as a producer's without Redis).
+    # The broker fixture's hooks send no wake anywhere (as a producer's without Redis).
     task = broker.enqueue(TaskSpec(type="t", queue="email"))
 
     with observer(db_alias) as conn:

@@ -410,9 +410,9 @@ def test_a_forked_child_starts_its_own_sender_and_its_events_arrive(layer: BaseC
     assert _events_n(_events_received(layer, forking_producer)) == [0, 1]
 
 
-def test_django_codes_wakes_reach_nodes_only_through_redis(layer: BaseChannelLayer) -> None:
+def test_django_codes_wake_is_a_round_trip_only_through_redis(layer: BaseChannelLayer) -> None:
     prefix = layer._kwargs["prefix"]
     with override_settings(CHANNEL_LAYERS={"default": redis_channel_layer(REDIS_URL, prefix)}):
-        assert ChannelLayerHooks().wakes_nodes  # so an enqueue wakes before its flush
+        assert ChannelLayerHooks().wake_is_a_round_trip  # so an enqueue wakes before its flush
     with override_settings(CHANNEL_LAYERS={"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}):
-        assert not ChannelLayerHooks().wakes_nodes  # nobody to wake: durable first, in one statement
+        assert not ChannelLayerHooks().wake_is_a_round_trip  # nobody to wake: durable first, in one statement
