@@ -181,7 +181,7 @@ class EnqueueOps(BrokerBase):
         if not fresh:
             return
         tasks = [it.task for it in fresh]
-        early = mode == "one" and self._wakes_before_flush(fresh)
+        early = mode == "one" and self._wakes_before_flush(tasks[0])
         if early:
             # Visible at once, durable a moment later: the task is announced
             # (the wake and its events) while the flush runs, and the caller
@@ -373,15 +373,13 @@ class EnqueueOps(BrokerBase):
         else:
             task.state = ready_state(task, now)
 
-    def _wakes_before_flush(self, items: list[_Item]) -> bool:
-        """One due task, a single INSERT in autocommit (not in a caller's
-        transaction) on PostgreSQL, by hooks whose wake is a round trip: it
-        can wake the nodes before its flush."""
+    def _wakes_before_flush(self, task: Task) -> bool:
+        """A due task whose INSERT runs in autocommit on PostgreSQL, by hooks
+        whose wake is a round trip: it can wake the nodes before its flush.
+        (Tasks with an id of the caller's, a unique key or dependencies are
+        stored in ``atomic()``, so they fail the autocommit test.)"""
         wake_first = conveyor_settings.ENQUEUE_WAKE_BEFORE_FLUSH and self.hooks.wake_is_a_round_trip
-        if not (len(items) == 1 and self.is_postgres and wake_first):
-            return False
-        it = items[0]
-        if it.given_id or it.deps or it.fields["unique_key"] or it.task is None or it.task.state != State.PENDING:
+        if not (wake_first and self.is_postgres and task.state == State.PENDING):
             return False
         conn = connections[self.db]
         if not conn.get_autocommit() or conn.in_atomic_block:

@@ -164,14 +164,14 @@ def while_flushing(using: str, fn: Callable[[], None]) -> None:
     raw = connection.connection
     try:
         with connection.wrap_database_errors:
-            raw.wait(flush_gen(raw.pgconn, fn))
+            raw.wait(_flush_gen(raw.pgconn, fn))
     except BaseException:
         connection.close()
         raise
 
 
-def flush_gen(pgconn: Any, fn: Callable[[], None]) -> Any:
-    """``while_flushing`` as a psycopg generator, for a sync or an async connection's ``wait``."""
+def _flush_gen(pgconn: Any, fn: Callable[[], None]) -> Any:
+    """``while_flushing``'s exchange, as a generator for psycopg's ``Connection.wait``."""
     pgconn.send_query(_WAIT_DURABLE)
     yield from generators.send(pgconn)
     try:

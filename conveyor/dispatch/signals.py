@@ -158,8 +158,8 @@ class LayerSender:
     def _gather(self, loop: asyncio.AbstractEventLoop, layer: Any, events: list[dict[str, Any]]) -> None:
         dropped, new = 0, None
         with self._lock:
-            take = min(len(events), BACKLOG_MAX - self._backlog)
-            dropped, events = len(events) - max(take, 0), events[: max(take, 0)]
+            take = max(0, min(len(events), BACKLOG_MAX - self._backlog))
+            dropped, events = len(events) - take, events[:take]
             if events:
                 n = len(events)
                 self._backlog += n
