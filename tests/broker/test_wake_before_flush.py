@@ -137,9 +137,13 @@ def test_a_due_task_wakes_the_nodes_once_visible_and_before_its_flush(db_alias, 
     assert [(e.kind, e.task_id) for e in hooks.events] == [("enqueued", task.id)]
 
 
-def test_the_enqueue_leaves_the_session_committing_durably(broker, db_alias):
+def test_the_enqueue_leaves_the_session_committing_durably(db_alias, clock):
+    hooks = Watching(db_alias, djangos(db_alias))
+    broker = Broker(clock=clock, using=db_alias, hooks=hooks)
+
     broker.enqueue(TaskSpec(type="t"))
 
+    assert woken_before_the_flush(hooks.seen[0])  # it took the path that sets synchronous_commit
     with connections[db_alias].cursor() as cursor:
         cursor.execute("SELECT current_setting('synchronous_commit')")
         assert cursor.fetchone()[0] == "on"
@@ -192,11 +196,14 @@ def test_tasks_that_need_a_transaction_commit_durably_before_the_wake(db_alias, 
     assert len(hooks.events) == 1
 
 
-def test_a_scheduled_task_wakes_nobody_and_commits_durably(broker, db_alias):
+def test_a_scheduled_task_wakes_nobody_and_commits_durably(db_alias, clock):
+    hooks = Watching(db_alias, djangos(db_alias))  # hooks that would wake before the flush
+    broker = Broker(clock=clock, using=db_alias, hooks=hooks)
+
     task = broker.enqueue(TaskSpec(type="t", queue="email", process_in=60))
 
-    assert broker.hooks.wakes == []
-    assert [e.kind for e in broker.hooks.events] == ["scheduled"]
+    assert hooks.wakes == []
+    assert [e.kind for e in hooks.events] == ["scheduled"]
     with observer(db_alias) as conn:
         last = conn.execute(
             "SELECT query FROM pg_stat_activity WHERE pid = %s", [connections[db_alias].connection.info.backend_pid]
