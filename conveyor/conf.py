@@ -25,6 +25,7 @@ SPEC: dict[str, tuple[Any, str]] = {
     "LEASE_ON_LOOP": (True, "bool"),
     "LEASE_ASYNC_COMMIT": (True, "bool"),
     "ENQUEUE_WAKE_BEFORE_FLUSH": (True, "bool"),
+    "DISPATCH_OFFERS": (True, "bool"),
     "ENQUEUE_ON_LOOP": (True, "bool"),
     "SHUTDOWN_TIMEOUT": (10.0, "duration"),
     "DISPATCH_SELF_CHECK": (5.0, "duration"),

@@ -310,3 +310,28 @@ class QueueMinute(models.Model):
 
     def __str__(self) -> str:
         return f"{self.queue} {self.minute:%H:%M}"
+
+
+class Offer(models.Model):
+    """One unit of a node's idle capacity on a queue, lent to producers.
+
+    A node whose queue is drained offers its free credit here; a producer's
+    enqueue of one plain task may take an offer in its INSERT, which stores
+    the task already leased (under the offer's lease id, to the offer's
+    node) and notifies the node on the offer's channel. The node withdraws
+    its offers before it leases; an offer it can no longer delete was taken,
+    and its task is on the way (docs/architecture.md, "Offers").
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    queue = models.CharField(max_length=100)
+    channel = models.CharField(max_length=63)  # the node's LISTEN channel
+    lease_id = models.CharField(max_length=64, unique=True)
+    holder = models.CharField(max_length=200)  # the node's id, the task's lease_holder
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["queue", "id"], name="offer_queue")]
+
+    def __str__(self) -> str:
+        return f"{self.queue} {self.lease_id}"

@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 from django.db import IntegrityError, connections
 
-from conveyor.broker import pg
+from conveyor.broker import offers, pg
 from conveyor.broker.base import BrokerBase, Then, run_now
 from conveyor.broker.types import ItemResult, TaskSpec
 from conveyor.broker.validation import check_dependencies, task_fields
@@ -38,6 +38,17 @@ class _Item:
 class EnqueueOps(BrokerBase):
     def enqueue(self, spec: TaskSpec) -> Task:
         """Store one task and return it as stored; raise on bad input or duplicate."""
+        task = self.one_insert_task(spec)
+        if task is not None and self._wakes_before_flush(task):
+            # Visible at once, durable a moment later: the task is announced
+            # (the wake and its events) while the flush runs, and the caller
+            # hears of it only once the flush is done (docs/architecture.md,
+            # "Enqueue: wake, then flush"). A task that takes a node's offer
+            # is stored leased and reaches the node as it commits: it needs
+            # no wake (docs/architecture.md, "Offers").
+            offers.insert_taking_offer(self.db, task, task.enqueued_at)
+            pg.while_flushing(self.db, lambda: self._announce([task], task.enqueued_at, then=run_now))
+            return task
         result = self._store([spec], mode="one")[0]
         if result.error is not None:
             raise result.error
@@ -62,9 +73,11 @@ class EnqueueOps(BrokerBase):
         ``enqueue_one``: an id of the caller's (which may exist already), a
         unique key, dependencies or a group. Bad input raises as
         ``enqueue_one`` does. Writes nothing."""
+        if spec.id is not None or spec.depends_on:
+            return None
         now = self.now()
         fields = task_fields(spec, now)
-        if spec.id is not None or fields["unique_key"] or spec.depends_on or fields.get("group"):
+        if fields["unique_key"] or fields.get("group"):
             return None
         task = new_task(new_ulid(now), fields)
         task.enqueued_at = task.updated_at = now
@@ -181,16 +194,7 @@ class EnqueueOps(BrokerBase):
         if not fresh:
             return
         tasks = [it.task for it in fresh]
-        early = mode == "one" and self._wakes_before_flush(tasks[0])
-        if early:
-            # Visible at once, durable a moment later: the task is announced
-            # (the wake and its events) while the flush runs, and the caller
-            # hears of it only once the flush is done (docs/architecture.md,
-            # "Enqueue: wake, then flush").
-            pg.insert_visible_first(self.db, tasks[0])
-            pg.while_flushing(self.db, lambda: self._announce(tasks, now, then=run_now))
-        else:
-            pg.insert_tasks(self.db, tasks)
+        pg.insert_tasks(self.db, tasks)
         edges = [edge for it in fresh for edge in it.edges]
         if edges:
             self.edges.bulk_create(edges)
@@ -199,8 +203,7 @@ class EnqueueOps(BrokerBase):
         for it in fresh:
             results[it.index].task = it.task
             results[it.index].created = True
-        if not early:
-            self._announce(tasks, now)
+        self._announce(tasks, now)
 
     def _drop_known_ids(
         self, items: list[_Item], results: list[ItemResult], repeats: list[tuple[int, int]]
@@ -374,10 +377,9 @@ class EnqueueOps(BrokerBase):
             task.state = ready_state(task, now)
 
     def _wakes_before_flush(self, task: Task) -> bool:
-        """A due task whose INSERT runs in autocommit on PostgreSQL, by hooks
-        whose wake is a round trip: it can wake the nodes before its flush.
-        (Tasks with an id of the caller's, a unique key or dependencies are
-        stored in ``atomic()``, so they fail the autocommit test.)"""
+        """A due task of ``one_insert_task`` whose INSERT runs in autocommit on
+        PostgreSQL, by hooks whose wake is a round trip: it can wake the nodes
+        (or reach one through its offer) before its flush."""
         wake_first = conveyor_settings.ENQUEUE_WAKE_BEFORE_FLUSH and self.hooks.wake_is_a_round_trip
         if not (wake_first and self.is_postgres and task.state == State.PENDING):
             return False

@@ -83,6 +83,11 @@ _AGAIN = object()  # the one-statement lease guessed the queue's policy wrong
 _LOCKED_PATH: set[tuple[str, str]] = set()
 
 
+def on_locked_path(db: str, queue: str) -> bool:
+    """Whether the last lease of *queue* found rate or concurrency limits or the random policy."""
+    return (db, queue) in _LOCKED_PATH
+
+
 def _needs_locked_path(settings: Queue | None) -> bool:
     return settings is not None and bool(settings.rate or settings.concurrency_limit or settings.policy == "random")
 
@@ -200,7 +205,7 @@ class LeaseOps(BrokerBase):
             _POLICY_SEEN[(self.db, queue)] = actual
             return _AGAIN
         order, _index = ORDERS[policy]
-        tasks = sorted((_leased_row(row[:width]) for row in rows if row[0] is not None), key=sort_key(order))
+        tasks = sorted((leased_row(row[:width]) for row in rows if row[0] is not None), key=sort_key(order))
         batch = LeaseBatch(tasks=tasks)
         if len(tasks) < n:
             batch.next_due_at = next_due
@@ -465,7 +470,7 @@ def _select_random(qs: Any, n: int) -> list[Task]:
     return rows
 
 
-def _leased_row(values: tuple[Any, ...]) -> LeasedTask:
+def leased_row(values: tuple[Any, ...]) -> LeasedTask:
     task = LeasedTask(*values)
     if isinstance(task.metadata, str):
         task.metadata = json.loads(task.metadata)

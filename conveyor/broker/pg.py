@@ -73,14 +73,14 @@ def run(
 _COLUMNS: list[tuple[str, str]] | None = None  # (column, attname)
 
 
-def _columns() -> list[tuple[str, str]]:
+def task_columns() -> list[tuple[str, str]]:
     global _COLUMNS
     if _COLUMNS is None:
         _COLUMNS = [(f.column, f.attname) for f in Task._meta.concrete_fields]
     return _COLUMNS
 
 
-def _cell(value: Any, attname: str) -> Any:
+def cell(value: Any, attname: str) -> Any:
     if attname == "metadata":
         return json.dumps(value or {})
     if isinstance(value, memoryview):
@@ -97,7 +97,7 @@ def insert_tasks(using: str, tasks: Sequence[Task]) -> None:
     if len(tasks) <= FEW:
         _insert_values(using, connection, tasks)
         return
-    columns = _columns()
+    columns = task_columns()
     qn = connection.ops.quote_name
     names = ", ".join(qn(column) for column, _ in columns)
     # COPY joins the caller's transaction like any statement; it checks
@@ -106,7 +106,7 @@ def insert_tasks(using: str, tasks: Sequence[Task]) -> None:
     statement = f"COPY {qn(Task._meta.db_table)} ({names}) FROM STDIN"
     with connection.wrap_database_errors, connection.connection.cursor() as cursor, cursor.copy(statement) as copy:
         for task in tasks:
-            copy.write_row([_cell(getattr(task, attname), attname) for _, attname in columns])
+            copy.write_row([cell(getattr(task, attname), attname) for _, attname in columns])
 
 
 # Up to this many rows a plain VALUES list; above, a COPY.
@@ -116,7 +116,7 @@ _VALUES_SQL: dict[int, str] = {}
 
 def insert_statement(tasks: Sequence[Task]) -> tuple[str, list[Any]]:
     """A VALUES-list INSERT of the tasks (PostgreSQL) and its parameters."""
-    columns = _columns()
+    columns = task_columns()
     sql = _VALUES_SQL.get(len(tasks))
     if sql is None:
         row = "(" + ", ".join("%s::jsonb" if attname == "metadata" else "%s" for _, attname in columns) + ")"
@@ -124,7 +124,7 @@ def insert_statement(tasks: Sequence[Task]) -> tuple[str, list[Any]]:
             f'INSERT INTO "{Task._meta.db_table}" ({", ".join(f'"{c}"' for c, _ in columns)}) '
             f"VALUES {', '.join([row] * len(tasks))}"
         )
-    return sql, [_cell(getattr(t, attname), attname) for t in tasks for _, attname in columns]
+    return sql, [cell(getattr(t, attname), attname) for t in tasks for _, attname in columns]
 
 
 # Appended to a one-row INSERT in autocommit: its own transaction commits

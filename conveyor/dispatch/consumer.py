@@ -61,6 +61,9 @@ class WebSocketGateway(Gateway):
         for t in tasks:
             t.payload = b""
 
+    def flush(self) -> None:
+        self.consumer.flush()
+
     def push_cancel(self, task_id: str, lease_id: str, reason: str) -> None:
         self.consumer.queue_frames([{"type": p.CANCEL, "task_id": task_id, "lease_id": lease_id, "reason": reason}])
 
@@ -127,7 +130,12 @@ class WorkerConsumer(AsyncWebsocketConsumer):
         self._flush_scheduled = False
         frames, self._outbox = self._outbox, []
         if frames and not self._ended:
-            self.node.spawn(self.send(text_data=p.encode_frames(frames)))  # type: ignore[union-attr]
+            self.node.spawn(self.send(text_data=p.encode_frames(frames)), eager=True)  # type: ignore[union-attr]
+
+    def flush(self) -> None:
+        """Send what is queued now, not at the end of this loop turn."""
+        if self._flush_scheduled:
+            self._flush()
 
     # -- incoming ----------------------------------------------------------------------
 

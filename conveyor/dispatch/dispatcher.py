@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from conveyor import metrics
+from conveyor.broker.lease import on_locked_path
 from conveyor.conf import conveyor_settings
 
 if TYPE_CHECKING:
@@ -53,16 +54,25 @@ class QueueDispatcher:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
         self._self_check: asyncio.TimerHandle | None = None
+        self._withdrawing = False  # taking our offers back (conveyor.dispatch.offers)
+        self._offering = False  # an offer of freed credit is scheduled
+        self._offerable = False  # the last lease found the queue drained and not paused or limited
         self.leases = 0  # lease queries made (for tests and metrics)
 
     # -- gateways and credit -----------------------------------------------------
 
     def add_gateway(self, gateway: Gateway, credit: int, weight: int) -> None:
+        offers = self.node.offers
+        if offers is not None:
+            credit -= offers.lent_by(self.queue, gateway.key)  # back when withdrawn, or busy
         self.slots[gateway.key] = Slot(gateway, max(1, weight), max(0, credit))
         self.look()
 
     def remove_gateway(self, gateway: Gateway) -> None:
         self.slots.pop(gateway.key, None)
+        offers = self.node.offers
+        if offers is not None and offers.open_offers(self.queue, gateway.key):
+            self.node.spawn(self._withdraw(gateway.key))
 
     def refund(self, gateway: Gateway, n: int = 1) -> None:
         slot = self.slots.get(gateway.key)
@@ -70,6 +80,9 @@ class QueueDispatcher:
             slot.credit += n
             if not self._drained:
                 self.kick()
+            elif not self._offering:
+                self._offering = True  # one offer for the credit freed in this turn of the loop
+                self.node.loop.call_soon(self._offer)
 
     def free_credit(self) -> int:
         return sum(s.credit for s in self.slots.values() if s.credit > 0)
@@ -100,8 +113,22 @@ class QueueDispatcher:
         self.look()
 
     def look(self) -> None:
-        """There may be new due work: lease (again)."""
+        """There may be new due work: lease (again), with our offers taken back first."""
         self._drained = False
+        self.kick()
+        offers = self.node.offers
+        if offers is not None and not self._withdrawing and offers.open_offers(self.queue):
+            self._withdrawing = True
+            self.node.spawn(self._withdraw())
+
+    async def _withdraw(self, gateway: str | None = None) -> None:
+        try:
+            await self.node.offers.withdraw(self.queue, gateway)  # type: ignore[union-attr]
+        except Exception as exc:
+            logger.warning("withdrawing the offers of queue %s failed: %s", self.queue, exc)
+        finally:
+            if gateway is None:
+                self._withdrawing = False
         self.kick()
 
     def kick(self) -> None:
@@ -130,6 +157,7 @@ class QueueDispatcher:
                 if len(batch.tasks) < n and not self._wanted:
                     # Held back by a per-key limit: a completion may free a key.
                     self._drained = batch.throttled != "concurrency"
+                    self._offerable = batch.throttled is None  # not paused, not rate-limited
                     break
         except Exception:
             logger.exception("lease on queue %s failed; retrying in %.0fs", self.queue, ERROR_BACKOFF)
@@ -137,7 +165,26 @@ class QueueDispatcher:
             self._arm_timer(ERROR_BACKOFF)
         finally:
             self._leasing = False
+        if self._drained:
+            self._offer()
         self._schedule_self_check()
+
+    def _offer(self) -> None:
+        """The queue is drained: lend our free credit to producers (conveyor.dispatch.offers)."""
+        self._offering = False
+        offers = self.node.offers
+        if offers is None or not offers.listening or self._leasing or self._withdrawing:
+            return
+        if not (self._drained and self._offerable):
+            return
+        if self.node.stopping or on_locked_path(self.node.broker.db, self.queue):
+            return  # the queue has limits that only a lease can honour
+        gateways = []
+        while (slot := self._pick()) is not None:
+            slot.credit -= 1
+            gateways.append(slot.gateway.key)
+        if gateways:
+            offers.offer(self.queue, gateways)
 
     def _observe(self, batch: Any) -> None:
         metrics.LEASE_QUERIES.labels(self.queue).inc()
@@ -157,7 +204,9 @@ class QueueDispatcher:
         # seconds. Not the dispatch path: wakes are.
         if self._self_check is not None:
             self._self_check.cancel()
-        if self.free_credit() > 0 and not self.node.stopping:
+        offers = self.node.offers
+        idle = self.free_credit() > 0 or (offers is not None and offers.open_offers(self.queue) > 0)
+        if idle and not self.node.stopping:
             period = conveyor_settings.DISPATCH_SELF_CHECK
             if not self.node.shared_layer:
                 # No layer reaches us from other processes (CLI, Django code

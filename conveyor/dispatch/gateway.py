@@ -128,6 +128,9 @@ class Gateway:
             self.node.leases[task.id] = self
         self.push_tasks(queue, tasks)
 
+    def flush(self) -> None:
+        """Push what ``deliver`` queued at once, if pushes are queued (they are sent together at the end of the loop turn)."""
+
     def deliver_group(self, queue: str, group: str, tasks: list[Task]) -> None:
         """Push a fired group as one batch; it costs one credit."""
         lease_id = tasks[0].lease_id or ""

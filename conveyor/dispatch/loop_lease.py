@@ -175,9 +175,9 @@ class LoopLeaser:
         *fresh*: a newly opened one, not one that sat idle."""
         async with self._slots:
             if fresh:
-                conn = await self._connect(RETRY_CONNECT_TIMEOUT)
+                conn = await self.connect(RETRY_CONNECT_TIMEOUT)
             else:
-                conn = self._idle.pop() if self._idle else await self._connect()
+                conn = self._idle.pop() if self._idle else await self.connect()
             self._busy.add(conn)
             try:
                 out = await fn(conn)
@@ -192,7 +192,7 @@ class LoopLeaser:
                 self._idle.append(conn)
             return out
 
-    async def _connect(self, timeout: int | None = None) -> psycopg.AsyncConnection[Any]:
+    async def connect(self, timeout: int | None = None) -> psycopg.AsyncConnection[Any]:
         django_conn = connections[self.broker.db]
         params = django_conn.get_connection_params()
         if timeout is not None:

@@ -27,6 +27,7 @@ from conveyor.dispatch.dispatcher import QueueDispatcher
 from conveyor.dispatch.executor import DatabaseExecutor
 from conveyor.dispatch.groups import CONTROL_GROUP, queue_group
 from conveyor.dispatch.loop_lease import LoopLeaser
+from conveyor.dispatch.offers import OfferBook
 from conveyor.ids import random_token
 
 if TYPE_CHECKING:
@@ -109,6 +110,8 @@ class Node:
         self.db = DatabaseExecutor(conveyor_settings.DB_THREADS)
         on_loop = self.broker.is_postgres and (conveyor_settings.LEASE_ON_LOOP or conveyor_settings.ENQUEUE_ON_LOOP)
         self.leaser = LoopLeaser(self.broker, conveyor_settings.DB_THREADS) if on_loop else None
+        use_offers = self.leaser is not None and conveyor_settings.LEASE_ON_LOOP and conveyor_settings.DISPATCH_OFFERS
+        self.offers = OfferBook(self) if use_offers else None
         self.layer: Any = get_channel_layer()
         self.shared_layer = not isinstance(self.layer, InMemoryChannelLayer)
         self.dispatchers: dict[str, QueueDispatcher] = {}
@@ -136,9 +139,16 @@ class Node:
 
     # -- loop plumbing ---------------------------------------------------------------
 
-    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        """Run *coro* in the background; keep a reference so it is not collected."""
-        task = self.loop.create_task(coro)
+    def spawn(self, coro: Coroutine[Any, Any, Any], *, eager: bool = False) -> asyncio.Task[Any]:
+        """Run *coro* in the background; keep a reference so it is not collected.
+
+        *eager*: run it now, up to its first wait (a frame's write to a
+        socket then happens in this turn of the loop, not the next).
+        """
+        task = asyncio.eager_task_factory(self.loop, coro) if eager else self.loop.create_task(coro)
+        if task.done():
+            self._task_done(task)
+            return task
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
         return task
@@ -172,6 +182,8 @@ class Node:
         if self.leaser is not None:
             await self.leaser.start(self.db)
         self.spawn(self._listen())
+        if self.offers is not None:
+            self.spawn(self.offers.listen())
         self.spawn(self._beat())
         self.spawn(self._watch_cancels())
         for service in self.services:
@@ -181,6 +193,8 @@ class Node:
     async def drain(self, timeout: float) -> None:
         """Stop taking work; give every in-flight task back; flush acks."""
         self.stopping = True
+        if self.offers is not None:
+            await self.offers.close()
         for service in self.services:
             try:
                 await service.stop()
@@ -195,6 +209,8 @@ class Node:
         self.stopping = True
         for dispatcher in self.dispatchers.values():
             dispatcher.close()
+        if self.offers is not None and self.offers.listening:  # stopped without a drain
+            await asyncio.wait_for(self.offers.close(), 5)
         try:
             await asyncio.wait_for(self.db.run(cluster.remove_node, self.id), 5)
         except Exception:
@@ -395,5 +411,7 @@ class Node:
                 counts = self.stats.take()
                 if counts:
                     await self.db.run(stats.save_counts, counts)
+                if self.offers is not None:
+                    await self.offers.sweep()
             except Exception:
                 logger.warning("node heartbeat failed", exc_info=True)

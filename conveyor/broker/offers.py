@@ -1,0 +1,138 @@
+"""Offers: a producer's INSERT that hands its task straight to an idle node.
+
+A node whose queue is drained offers its free credit as rows of
+``conveyor_offer`` (conveyor.dispatch.offers). An enqueue of one plain,
+due task may take one of them in the statement that stores it: the offer
+row is deleted, the task is inserted already leased (the offer's lease id,
+the offer's node as holder) and ``pg_notify`` sends the task to the node's
+channel. PostgreSQL delivers the notification when the INSERT commits, so
+the task reaches a worker with no wake through Redis and no lease query
+(docs/architecture.md, "Offers").
+
+The statement takes an offer only when the queue is not paused and has no
+rate limit, concurrency limit or random order (what the node's own lease
+would check), and only an offer that has not expired. Everything else
+about the task is what the plain INSERT stores.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from conveyor.broker import pg
+from conveyor.broker.types import LEASED_FIELDS, LeasedTask
+from conveyor.conf import conveyor_settings
+from conveyor.models import Task
+from conveyor.states import State
+
+# PostgreSQL refuses a notification payload of 8,000 bytes or more; the
+# lease id and a space go before the task. A larger task is stored and
+# woken for the ordinary way.
+BODY_MAX = 7800
+_DATETIMES = frozenset({"due_at", "enqueued_at", "expires_at", "deadline", "lease_expires_at", "started_at"})
+_FROM_THE_OFFER = frozenset({"lease_id", "lease_holder"})
+
+_TAKE = (
+    "WITH o AS (DELETE FROM conveyor_offer WHERE id = ("
+    "SELECT id FROM conveyor_offer WHERE queue = %s AND expires_at > %s "
+    "AND NOT EXISTS (SELECT 1 FROM conveyor_queue WHERE name = %s AND (paused OR COALESCE(rate, 0) <> 0 "
+    "OR COALESCE(concurrency_limit, 0) <> 0 OR policy = 'random')) "
+    "ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING channel, lease_id, holder) "
+)
+# Columns the offer decides; each takes the parameters listed.
+_OVERRIDES = {
+    "state": "COALESCE((SELECT 'active'::varchar FROM o), %s)",
+    "lease_id": "(SELECT lease_id FROM o)",
+    "lease_expires_at": "(SELECT %s::timestamptz FROM o)",
+    "lease_holder": "COALESCE((SELECT holder FROM o), %s)",
+    "started_at": "(SELECT %s::timestamptz FROM o)",
+}
+_TAKE_SQL: str | None = None
+
+
+def _take_sql() -> str:
+    global _TAKE_SQL
+    if _TAKE_SQL is None:
+        columns = pg.task_columns()
+        values = [_OVERRIDES.get(attname, "%s::jsonb" if attname == "metadata" else "%s") for _, attname in columns]
+        _TAKE_SQL = (
+            f"{_TAKE}INSERT INTO {Task._meta.db_table} ({', '.join(f'"{c}"' for c, _ in columns)}) "
+            f"VALUES ({', '.join(values)}) "
+            "RETURNING set_config('synchronous_commit', 'off', true), lease_id, lease_holder, "
+            "CASE WHEN lease_id IS NOT NULL THEN pg_notify((SELECT channel FROM o), lease_id || ' ' || %s) END"
+        )
+    return _TAKE_SQL
+
+
+def insert_taking_offer(using: str, task: Task, now: datetime) -> bool:
+    """INSERT one due task in autocommit, visible at once (as ``pg.insert_visible_first``),
+    taking an offer of its queue if there is one; True if it took one.
+
+    A task that took an offer is stored active under the offer's lease and
+    *task* says so; its node has it when the statement commits.
+    """
+    if not conveyor_settings.DISPATCH_OFFERS:
+        pg.insert_visible_first(using, task)
+        return False
+    expires = now + timedelta(seconds=conveyor_settings.LEASE_TTL)
+    body = offered_body(task, now, expires)
+    if body is None:
+        pg.insert_visible_first(using, task)
+        return False
+    params: list[Any] = [task.queue, now, task.queue]
+    for _, attname in pg.task_columns():
+        if attname == "state":
+            params.append(task.state)
+        elif attname == "lease_expires_at":
+            params.append(expires)
+        elif attname == "lease_holder":
+            params.append(task.lease_holder)
+        elif attname == "started_at":
+            params.append(now)
+        elif attname != "lease_id":
+            params.append(pg.cell(getattr(task, attname), attname))
+    params.append(body)
+    _, lease_id, holder, _ = pg.run(using, _take_sql(), params)[0]
+    if lease_id is None:
+        return False
+    task.state, task.lease_id, task.lease_holder = State.ACTIVE, lease_id, holder
+    task.lease_expires_at, task.started_at = expires, now
+    return True
+
+
+def offered_body(task: Task, started: datetime, expires: datetime) -> str | None:
+    """The task as its node will lease it (lease id and holder aside), as JSON;
+    None when too large for a notification."""
+    values: list[Any] = []
+    for name in LEASED_FIELDS:
+        if name in _FROM_THE_OFFER:
+            value = None
+        elif name == "state":
+            value = State.ACTIVE
+        elif name == "payload":
+            value = base64.b64encode(bytes(task.payload)).decode()
+        elif name == "started_at":
+            value = started.isoformat()
+        elif name == "lease_expires_at":
+            value = expires.isoformat()
+        else:
+            value = getattr(task, name)
+            if name in _DATETIMES and value is not None:
+                value = value.isoformat()
+        values.append(value)
+    body = json.dumps(values, separators=(",", ":"))
+    return body if len(body) <= BODY_MAX else None
+
+
+def offered_task(body: str, lease_id: str, holder: str) -> LeasedTask:
+    """The leased task a notification carries (``offered_body``'s inverse)."""
+    row = dict(zip(LEASED_FIELDS, json.loads(body), strict=True))
+    row["payload"] = base64.b64decode(row["payload"])
+    for name in _DATETIMES:
+        if row[name] is not None:
+            row[name] = datetime.fromisoformat(row[name])
+    row["lease_id"], row["lease_holder"] = lease_id, holder
+    return LeasedTask(**row)
