@@ -38,17 +38,11 @@ class _Item:
 class EnqueueOps(BrokerBase):
     def enqueue(self, spec: TaskSpec) -> Task:
         """Store one task and return it as stored; raise on bad input or duplicate."""
-        task = self.one_insert_task(spec)
-        if task is not None and self._wakes_before_flush(task):
-            # Visible at once, durable a moment later: the task is announced
-            # (the wake and its events) while the flush runs, and the caller
-            # hears of it only once the flush is done (docs/architecture.md,
-            # "Enqueue: wake, then flush"). A task that takes a node's offer
-            # is stored leased and reaches the node as it commits: it needs
-            # no wake (docs/architecture.md, "Offers").
-            offers.insert_taking_offer(self.db, task, task.enqueued_at)
-            pg.while_flushing(self.db, lambda: self._announce([task], task.enqueued_at, then=run_now))
-            return task
+        if spec.id is None and not spec.depends_on and self._wakes_before_flush():
+            now = self.now()
+            fields = task_fields(spec, now)
+            if not (fields["unique_key"] or fields["group"] or fields["due_at"] > now):
+                return self._enqueue_early(new_ulid(now), fields, now)
         result = self._store([spec], mode="one")[0]
         if result.error is not None:
             raise result.error
@@ -376,12 +370,30 @@ class EnqueueOps(BrokerBase):
         else:
             task.state = ready_state(task, now)
 
-    def _wakes_before_flush(self, task: Task) -> bool:
-        """A due task of ``one_insert_task`` whose INSERT runs in autocommit on
-        PostgreSQL, by hooks whose wake is a round trip: it can wake the nodes
-        (or reach one through its offer) before its flush."""
+    def _enqueue_early(self, task_id: str, fields: dict[str, Any], now: datetime) -> Task:
+        """Store one due task of one INSERT, visible at once, durable a moment later.
+
+        The task is announced (the wake and its events) while the flush
+        runs, and the caller hears of it only once the flush is done
+        (docs/architecture.md, "Enqueue: wake, then flush"). A task that
+        takes a node's offer is stored leased and reaches the node as its
+        INSERT commits: it needs no wake (docs/architecture.md, "Offers").
+        The model instance is built after the INSERT, off the task's path.
+        """
+        values = task_values(task_id, {**fields, "state": State.PENDING, "enqueued_at": now, "updated_at": now})
+        taken = offers.insert_taking_offer(self.db, values, now)
+        task = Task(*values)
+        if taken is not None:
+            task.state, task.lease_id, task.lease_holder, task.lease_expires_at, task.started_at = taken
+        pg.while_flushing(self.db, lambda: self._announce([task], now, then=run_now))
+        return task
+
+    def _wakes_before_flush(self) -> bool:
+        """Whether a due task of one INSERT, in autocommit on PostgreSQL, can
+        wake the nodes (or reach one through its offer) before its flush:
+        these hooks' wake is a round trip, and no transaction is open."""
         wake_first = conveyor_settings.ENQUEUE_WAKE_BEFORE_FLUSH and self.hooks.wake_is_a_round_trip
-        if not (wake_first and self.is_postgres and task.state == State.PENDING):
+        if not (wake_first and self.is_postgres):
             return False
         conn = connections[self.db]
         if not conn.get_autocommit() or conn.in_atomic_block:
@@ -416,6 +428,11 @@ def new_task(task_id: str, fields: dict[str, Any]) -> Task:
     its default; positional arguments in field order skip that. Unknown
     keys are refused as the keyword constructor refuses them.
     """
+    return Task(*task_values(task_id, fields))
+
+
+def task_values(task_id: str, fields: dict[str, Any]) -> list[Any]:
+    """The attribute values of a new task row, in field order (``Task(*values)``)."""
     global _TEMPLATE, _NAMES
     if _TEMPLATE is None:
         template = []  # built aside, published at once: other threads may be here too
@@ -434,7 +451,7 @@ def new_task(task_id: str, fields: dict[str, Any]) -> Task:
             values.append(fields[attname])
         else:
             values.append(default() if make else default)
-    return Task(*values)
+    return values
 
 
 def _with_index(error: ConveyorError | None, index: int) -> ConveyorError | None:

@@ -67,63 +67,72 @@ def _take_sql() -> str:
     return _TAKE_SQL
 
 
-def insert_taking_offer(using: str, task: Task, now: datetime) -> bool:
+def insert_taking_offer(using: str, values: list[Any], now: datetime) -> tuple[Any, ...] | None:
     """INSERT one due task in autocommit, visible at once (as ``pg.insert_visible_first``),
-    taking an offer of its queue if there is one; True if it took one.
+    taking an offer of its queue if there is one.
 
-    A task that took an offer is stored active under the offer's lease and
-    *task* says so; its node has it when the statement commits.
+    *values* are the new row's attribute values in field order
+    (``enqueue.task_values``). Returns None, or for a task that took an
+    offer what its row says of its lease: (state, lease id, holder, lease
+    expiry, start). Its node has it when the statement commits.
     """
+    columns = pg.task_columns()
     if not conveyor_settings.DISPATCH_OFFERS:
-        pg.insert_visible_first(using, task)
-        return False
+        pg.insert_visible_first(using, Task(*values))
+        return None
     expires = now + timedelta(seconds=conveyor_settings.LEASE_TTL)
-    body = offered_body(task, now, expires)
+    body = offered_body(values, now, expires)
     if body is None:
-        pg.insert_visible_first(using, task)
-        return False
-    params: list[Any] = [task.queue, now, task.queue]
-    for _, attname in pg.task_columns():
-        if attname == "state":
-            params.append(task.state)
-        elif attname == "lease_expires_at":
+        pg.insert_visible_first(using, Task(*values))
+        return None
+    queue = values[_at()["queue"]]
+    params: list[Any] = [queue, now, queue]
+    for (_, attname), value in zip(columns, values, strict=True):
+        if attname == "lease_expires_at":
             params.append(expires)
-        elif attname == "lease_holder":
-            params.append(task.lease_holder)
         elif attname == "started_at":
             params.append(now)
         elif attname != "lease_id":
-            params.append(pg.cell(getattr(task, attname), attname))
+            params.append(pg.cell(value, attname))  # the state and holder as if no offer was taken
     params.append(body)
     _, lease_id, holder, _ = pg.run(using, _take_sql(), params)[0]
     if lease_id is None:
-        return False
-    task.state, task.lease_id, task.lease_holder = State.ACTIVE, lease_id, holder
-    task.lease_expires_at, task.started_at = expires, now
-    return True
+        return None
+    return State.ACTIVE, lease_id, holder, expires, now
 
 
-def offered_body(task: Task, started: datetime, expires: datetime) -> str | None:
+_AT: dict[str, int] = {}
+
+
+def _at() -> dict[str, int]:
+    """attname -> its position among a task's values."""
+    if not _AT:
+        _AT.update({attname: i for i, (_, attname) in enumerate(pg.task_columns())})
+    return _AT
+
+
+def offered_body(values: list[Any], started: datetime, expires: datetime) -> str | None:
     """The task as its node will lease it (lease id and holder aside), as JSON;
     None when too large for a notification."""
-    values: list[Any] = []
+    at = _at()
+    out: list[Any] = []
     for name in LEASED_FIELDS:
         if name in _FROM_THE_OFFER:
             value = None
         elif name == "state":
             value = State.ACTIVE
         elif name == "payload":
-            value = base64.b64encode(bytes(task.payload)).decode()
+            value = base64.b64encode(bytes(values[at["payload"]])).decode()
         elif name == "started_at":
             value = started.isoformat()
         elif name == "lease_expires_at":
             value = expires.isoformat()
         else:
-            value = getattr(task, name)
+            value = values[at[name]]
             if name in _DATETIMES and value is not None:
                 value = value.isoformat()
-        values.append(value)
-    body = json.dumps(values, separators=(",", ":"))
+        out.append(value)
+    body = json.dumps(out, separators=(",", ":"))
     return body if len(body) <= BODY_MAX else None
 
 
