@@ -63,6 +63,7 @@ _EXPIRED = "DELETE FROM conveyor_offer WHERE expires_at < %s"
 class Lent:
     queue: str
     gateway: str  # the key of the gateway whose credit the offer lent
+    placed: bool = False  # its row is in the table (until then no withdraw can find it)
     taken: float | None = None  # loop time the node found the offer taken
 
 
@@ -96,16 +97,16 @@ class OfferBook:
 
     def offer(self, queue: str, gateways: list[str]) -> None:
         """Lend one credit of each gateway listed (the caller took it off the slots)."""
-        self.node.spawn(self._place(queue, gateways))
-
-    async def _place(self, queue: str, gateways: list[str]) -> None:
         now = datetime.now(UTC)
         base = new_ulid(now)
         ids = [f"{base}.o{i}" for i in range(len(gateways))]
+        for lease_id, key in zip(ids, gateways, strict=True):
+            self.lent[lease_id] = Lent(queue, key)  # counted at once (the dispatcher's self-check looks)
+        self.node.spawn(self._place(queue, ids, now), eager=True)  # in line for the lock now
+
+    async def _place(self, queue: str, ids: list[str], now: datetime) -> None:
         expires = now + timedelta(seconds=3 * conveyor_settings.DISPATCH_SELF_CHECK)
         async with self._lock:
-            for lease_id, key in zip(ids, gateways, strict=True):
-                self.lent[lease_id] = Lent(queue, key)
             try:
                 await self.leaser.run(
                     lambda conn: conn.execute(_PLACE, [queue, self.channel, ids, self.node.id, expires])
@@ -116,6 +117,11 @@ class OfferBook:
                 logger.warning("offering %d slots of queue %s failed: %s", len(ids), queue, exc)
                 for lease_id in ids:
                     self._give_back(lease_id)
+                return
+            for lease_id in ids:
+                lent = self.lent.get(lease_id)
+                if lent is not None:
+                    lent.placed = True
 
     async def withdraw(self, queue: str | None = None, gateway: str | None = None) -> None:
         """Take back the open offers (of *queue*, of *gateway*); those already
@@ -124,7 +130,8 @@ class OfferBook:
             ids = [
                 lease_id
                 for lease_id, lent in self.lent.items()
-                if lent.taken is None
+                if lent.placed
+                and lent.taken is None
                 and (queue is None or lent.queue == queue)
                 and (gateway is None or lent.gateway == gateway)
             ]

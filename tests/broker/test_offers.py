@@ -1,0 +1,210 @@
+"""An enqueue takes a node's offer in its INSERT: the task is stored leased and the node is notified.
+
+Real PostgreSQL. The test plays the node: it places offer rows as a node
+does and LISTENs on the offer's channel from a session of its own, then
+looks at what an enqueue from Django code (hooks whose wake is a round
+trip, as a producer's on Redis) stored, deleted and sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from django.db import connections, transaction
+from django.test import override_settings
+
+from conveyor.broker import Broker, TaskSpec
+from conveyor.broker.hooks import RecordingHooks
+from conveyor.broker.offers import BODY_MAX, offered_task
+from conveyor.models import Offer, Queue, Task
+from conveyor.states import State
+
+pytestmark = pytest.mark.parametrize("db_alias", ["postgres"], indirect=True)
+
+CHANNEL = "conveyor_offers_test"
+HOLDER = "node-a"
+
+
+class ProducerHooks(RecordingHooks):
+    wake_is_a_round_trip = True  # as a producer's hooks on Redis
+
+
+@pytest.fixture
+def producer(db_alias: str, clock: Any) -> tuple[Broker, ProducerHooks]:
+    hooks = ProducerHooks()
+    return Broker(clock=clock, using=db_alias, hooks=hooks), hooks
+
+
+@pytest.fixture
+def listener(db_alias: str) -> Iterator[psycopg.Connection[Any]]:
+    params = connections[db_alias].get_connection_params()
+    params.pop("cursor_factory", None)
+    with psycopg.connect(**params, autocommit=True) as conn:
+        conn.execute(f'LISTEN "{CHANNEL}"')
+        yield conn
+
+
+def offer(alias: str, clock: Any, lease_id: str, *, queue: str = "email", ttl: float = 15.0) -> None:
+    Offer.objects.using(alias).create(
+        queue=queue, channel=CHANNEL, lease_id=lease_id, holder=HOLDER, expires_at=clock.now() + timedelta(seconds=ttl)
+    )
+
+
+def notes(conn: psycopg.Connection[Any]) -> list[str]:
+    return [n.payload for n in conn.notifies(timeout=0.5, stop_after=1)]
+
+
+def test_a_due_task_takes_an_offer_and_its_node_is_notified_with_the_task(db_alias, clock, producer, listener):
+    broker, hooks = producer
+    offer(db_alias, clock, "lease-1")
+    spec = TaskSpec(type="email:send", queue="email", payload=b"\x00\xffbin", metadata={"who": "\u00e9l\u00e8ve"})
+
+    task = broker.enqueue(spec)
+
+    row = Task.objects.using(db_alias).get(id=task.id)
+    assert (row.state, row.lease_id, row.lease_holder) == (State.ACTIVE, "lease-1", HOLDER)
+    assert row.started_at == clock.now() and row.lease_expires_at > clock.now()
+    assert (task.state, task.lease_id, task.lease_holder) == (State.ACTIVE, "lease-1", HOLDER)
+    assert not Offer.objects.using(db_alias).exists()  # taken: gone
+    assert hooks.wakes == []  # its node has it: nobody to wake
+    assert [e.kind for e in hooks.events] == ["enqueued"]
+    [payload] = notes(listener)
+    lease_id, _, body = payload.partition(" ")
+    sent = offered_task(body, lease_id, HOLDER)
+    for name in ("id", "queue", "type", "state", "payload", "metadata", "due_at", "lease_id", "lease_holder"):
+        assert getattr(sent, name) == getattr(row, name), name
+    assert sent.lease_expires_at == row.lease_expires_at and sent.started_at == row.started_at
+
+
+def test_with_no_offer_the_task_is_pending_and_woken_for(db_alias, clock, producer, listener):
+    broker, hooks = producer
+    offer(db_alias, clock, "lease-1", queue="other")
+
+    task = broker.enqueue(TaskSpec(type="t", queue="email"))
+
+    assert Task.objects.using(db_alias).get(id=task.id).state == State.PENDING
+    assert task.lease_id is None
+    assert hooks.woken() == {"email"}
+    assert Offer.objects.using(db_alias).count() == 1
+    assert notes(listener) == []
+
+
+def test_offers_are_taken_oldest_first(db_alias, clock, producer, listener):
+    broker, _ = producer
+    offer(db_alias, clock, "lease-1")
+    offer(db_alias, clock, "lease-2")
+
+    first = broker.enqueue(TaskSpec(type="t", queue="email"))
+    second = broker.enqueue(TaskSpec(type="t", queue="email"))
+    third = broker.enqueue(TaskSpec(type="t", queue="email"))
+
+    assert [first.lease_id, second.lease_id, third.lease_id] == ["lease-1", "lease-2", None]
+    assert [n.partition(" ")[0] for n in notes(listener) + notes(listener)] == ["lease-1", "lease-2"]
+
+
+def test_an_expired_offer_is_not_taken(db_alias, clock, producer, listener):
+    broker, _ = producer
+    offer(db_alias, clock, "lease-1", ttl=1.0)
+    clock.advance(2.0)
+
+    task = broker.enqueue(TaskSpec(type="t", queue="email"))
+
+    assert task.state == State.PENDING
+    assert Offer.objects.using(db_alias).count() == 1
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{"paused": True}, {"rate": 5.0}, {"concurrency_limit": 2}, {"policy": "random"}],
+    ids=["paused", "rate limit", "concurrency limit", "random order"],
+)
+def test_a_queue_whose_lease_has_rules_to_honour_takes_no_offer(db_alias, clock, producer, listener, settings):
+    broker, hooks = producer
+    Queue.objects.using(db_alias).create(name="email", **settings)
+    offer(db_alias, clock, "lease-1")
+
+    task = broker.enqueue(TaskSpec(type="t", queue="email"))
+
+    assert Task.objects.using(db_alias).get(id=task.id).state == State.PENDING
+    assert Offer.objects.using(db_alias).count() == 1
+    assert hooks.woken() == {"email"}
+    assert notes(listener) == []
+
+
+def test_a_task_too_large_for_a_notification_takes_no_offer(db_alias, clock, producer, listener):
+    broker, _ = producer
+    offer(db_alias, clock, "lease-1")
+
+    task = broker.enqueue(TaskSpec(type="t", queue="email", payload=b"x" * BODY_MAX))
+
+    assert Task.objects.using(db_alias).get(id=task.id).state == State.PENDING
+    assert Offer.objects.using(db_alias).count() == 1
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"id": "mine-1"}, {"unique_key": "u"}, {"process_in": 60.0}, {"group": "g"}],
+    ids=["own id", "unique key", "scheduled", "group"],
+)
+def test_tasks_that_are_not_one_due_insert_take_no_offer(db_alias, clock, producer, listener, fields):
+    broker, _ = producer
+    offer(db_alias, clock, "lease-1")
+
+    task = broker.enqueue(TaskSpec(type="t", queue="email", **fields))
+
+    assert Task.objects.using(db_alias).get(id=task.id).state != State.ACTIVE
+    assert Offer.objects.using(db_alias).count() == 1
+
+
+def test_in_a_callers_transaction_no_offer_is_taken(db_alias, clock, producer, listener):
+    broker, _ = producer
+    offer(db_alias, clock, "lease-1")
+
+    with transaction.atomic(using=db_alias):
+        task = broker.enqueue(TaskSpec(type="t", queue="email"))
+
+    assert Task.objects.using(db_alias).get(id=task.id).state == State.PENDING
+    assert Offer.objects.using(db_alias).count() == 1
+
+
+def test_with_offers_turned_off_none_is_taken(db_alias, clock, producer, listener):
+    broker, _ = producer
+    offer(db_alias, clock, "lease-1")
+
+    with override_settings(CONVEYOR={"DISPATCH_OFFERS": False}):
+        task = broker.enqueue(TaskSpec(type="t", queue="email"))
+
+    assert task.state == State.PENDING
+    assert Offer.objects.using(db_alias).count() == 1
+
+
+def test_a_producer_with_nobody_to_wake_takes_no_offer(db_alias, clock, listener):
+    broker = Broker(clock=clock, using=db_alias, hooks=RecordingHooks())  # no round trip to overlap
+    offer(db_alias, clock, "lease-1")
+
+    task = broker.enqueue(TaskSpec(type="t", queue="email"))
+
+    assert task.state == State.PENDING
+    assert Offer.objects.using(db_alias).count() == 1
+
+
+def test_an_offer_a_node_is_withdrawing_is_not_taken_twice(db_alias, clock, producer, listener):
+    # A node's withdraw deletes its offers; one locked by a producer's
+    # statement is skipped by other producers and waits for the first.
+    broker, _ = producer
+    offer(db_alias, clock, "lease-1")
+    params = connections[db_alias].get_connection_params()
+    params.pop("cursor_factory", None)
+    with psycopg.connect(**params) as node:
+        node.execute("SELECT 1 FROM conveyor_offer WHERE lease_id = 'lease-1' FOR UPDATE")
+
+        task = broker.enqueue(TaskSpec(type="t", queue="email"))
+
+        assert task.state == State.PENDING  # skipped the locked offer
+        deleted = node.execute("DELETE FROM conveyor_offer WHERE lease_id = 'lease-1' RETURNING lease_id").fetchall()
+        node.commit()
+    assert deleted == [("lease-1",)]  # withdrawn: the credit is the node's again
