@@ -210,7 +210,10 @@ class Node:
         for dispatcher in self.dispatchers.values():
             dispatcher.close()
         if self.offers is not None and self.offers.listening:  # stopped without a drain
-            await asyncio.wait_for(self.offers.close(), 5)
+            try:
+                await asyncio.wait_for(self.offers.close(), 5)
+            except TimeoutError:
+                logger.warning("withdrawing offers timed out; they expire on their own")
         try:
             await asyncio.wait_for(self.db.run(cluster.remove_node, self.id), 5)
         except Exception:

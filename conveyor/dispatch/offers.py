@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,7 @@ logger = logging.getLogger("conveyor.dispatch")
 
 RECONCILE_AFTER = 1.0  # s a taken offer's notification may take before the node reads the task itself
 LISTEN_BACKOFF_MAX = 5.0
+ARRIVALS_KEPT = 10_000
 
 _PLACE = (
     "INSERT INTO conveyor_offer (queue, channel, lease_id, holder, expires_at) "
@@ -73,7 +75,9 @@ class OfferBook:
         self.channel = f"conveyor_offers_{random_token(8).lower()}"
         self.lent: dict[str, Lent] = {}  # lease id -> what it lent
         self.listening = False
-        self.received = 0  # tasks that arrived through offers (tests, stats)
+        # Lease ids of the tasks that arrived lately: a late second arrival
+        # of one (its notification, and a read of its row) changes nothing.
+        self._arrived: OrderedDict[str, None] = OrderedDict()
         self._lock = asyncio.Lock()  # placing and withdrawing never overlap
         self._reconcile: asyncio.TimerHandle | None = None
 
@@ -177,15 +181,17 @@ class OfferBook:
         lease_id = task.lease_id or ""
         lent = self.lent.pop(lease_id, None)
         if lent is None:
-            if task.id not in self.node.leases:  # an offer whose placing seemed to fail
-                self._release(task)
-            return  # else already read by a reconcile and delivered
+            if lease_id not in self._arrived and task.id not in self.node.leases:
+                self._release(task)  # an offer whose placing seemed to fail: its credit was given back
+            return
+        self._arrived[lease_id] = None
+        if len(self._arrived) > ARRIVALS_KEPT:
+            self._arrived.popitem(last=False)
         dispatcher = self.node.dispatchers.get(lent.queue)
         slot = dispatcher.slots.get(lent.gateway) if dispatcher is not None else None
         if slot is None or self.node.stopping:
             self._release(task)  # its worker left meanwhile
             return
-        self.received += 1
         slot.gateway.deliver(lent.queue, [task])
         slot.gateway.flush()  # one task, nothing to wait for
         if task.started_at is not None:
