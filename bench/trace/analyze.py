@@ -11,8 +11,9 @@ The patch makes the producer, the node and the worker append
 at exit (all three run on this machine, one clock). A task is followed by
 the send time in its payload: the producer marks when its enqueue returned,
 the node marks each task it queues for a worker. Steps between them that do
-not carry the task (the wake, the lease, the write, the worker's receive)
-are matched as the first such mark after the previous step, which holds at
+not carry the task (the wake, the lease, an offer's INSERT and
+notification, the write, the worker's receive) are matched as the first
+such mark after the previous step, which holds at
 a steady rate well below saturation (one task at a time in flight). Prints
 p50 / p90 / p99 per step.
 """
@@ -32,6 +33,14 @@ STEPS = [  # between successive marks of a task's chain, in order
     "wake to lease sent",
     "lease (PostgreSQL round trip)",
     "lease answer to frame queued",
+    "frame queued to written",
+    "socket to worker's WebSocket reader",
+    "worker's reader to its receive loop",
+]
+OFFER_STEPS = [  # a task that took a node's offer (docs/architecture.md, "Offers")
+    "enqueue: stamped to INSERT sent",
+    "INSERT (taking an offer) to notification",
+    "notification to frame queued",
     "frame queued to written",
     "socket to worker's WebSocket reader",
     "worker's reader to its receive loop",
@@ -64,27 +73,33 @@ def main() -> None:
         return arr[i - 1] if i else None
 
     queued = {float(args[0]): t for t, args in events.get("q", [])}
-    published = [t for t, _ in events.get("pub0", [])]
     sent = [float(args[0]) for _, args in events.get("pdone", [])]
-    steps: dict[str, list[float]] = {label: [] for label in STEPS}
+    steps: dict[str, list[float]] = {label: [] for label in [*STEPS, *OFFER_STEPS]}
     total: list[float] = []
-    for t0, pub in zip(sent, published, strict=False):
+    offered = 0
+    for t0 in sent:
         q = queued.get(t0)
-        rx = after("rx", pub)
-        wake = after("wake", rx)
-        if q is None or wake is None:
+        if q is None:
             continue
-        ls = before("ls", q)
-        le = after("le", ls)
+        note = before("note", q)
         tw = after("", q, big_writes)
         wd = after("ws_data", tw)
         recv = after("recv", wd)
-        chain = [t0, pub, rx, wake, ls, le, q, tw, wd, recv]
-        if any(c is None for c in chain) or any(b < a for a, b in itertools.pairwise(chain)):
+        if note is not None and note > t0:  # it took an offer: no wake, no lease
+            labels, chain = OFFER_STEPS, [t0, after("ins0", t0), note, q, tw, wd, recv]
+        else:
+            pub = after("pub0", t0)
+            rx = after("rx", pub)
+            wake = after("wake", rx)
+            ls = before("ls", q)
+            labels, chain = STEPS, [t0, pub, rx, wake, ls, after("le", ls), q, tw, wd, recv]
+        if any(c is None for c in chain) or any(b < a for a, b in itertools.pairwise(chain)):  # type: ignore[operator]
             continue  # a mark missing or out of order: another task's step was matched
-        for label, (a, b) in zip(STEPS, itertools.pairwise(chain), strict=True):
-            steps[label].append(b - a)
-        total.append(chain[-1] - t0)
+        offered += labels is OFFER_STEPS
+        for label, (a, b) in zip(labels, itertools.pairwise(chain), strict=True):
+            steps[label].append(b - a)  # type: ignore[operator]
+        total.append(chain[-1] - t0)  # type: ignore[operator]
+    print(f"{len(total)} tasks followed, {offered} of them through an offer")
     for label, values in [*steps.items(), ("total: send to the worker's receive loop", total)]:
         if not values:
             continue
