@@ -87,13 +87,22 @@ class EnqueueOps(BrokerBase):
         the second a duplicate key, and this returns False (already stored).
         A node's wake is no round trip, so there is nothing for the flush to
         overlap: the task is announced after its durable commit
-        (docs/architecture.md, "Enqueue: wake, then flush").
+        (docs/architecture.md, "Enqueue: wake, then flush"). A due task
+        takes an offer if there is one, as from Django code (then it is
+        stored leased, its node is notified, and it needs no wake).
         """
-        sql, params = pg.insert_statement([task])
+        take = None
+        if task.state == State.PENDING:
+            values = [getattr(task, attname) for _, attname in pg.task_columns()]
+            take = offers.Take.of(values, task.enqueued_at, visible_first=False)
+        sql, params = (take.sql, take.params) if take is not None else pg.insert_statement([task])
         try:
-            await conn.execute(sql, params, prepare=conveyor_settings.PREPARED_STATEMENTS)
+            cursor = await conn.execute(sql, params, prepare=conveyor_settings.PREPARED_STATEMENTS)
         except psycopg.errors.UniqueViolation:
             return False
+        taken = take.taken(await cursor.fetchone()) if take is not None else None
+        if taken is not None:
+            offers.mark_taken(task, taken)
         return True
 
     def announce_inserted(self, task: Task) -> ItemResult:
@@ -384,7 +393,7 @@ class EnqueueOps(BrokerBase):
         taken = offers.insert_taking_offer(self.db, values, now)
         task = Task(*values)
         if taken is not None:
-            task.state, task.lease_id, task.lease_holder, task.lease_expires_at, task.started_at = taken
+            offers.mark_taken(task, taken)
         pg.while_flushing(self.db, lambda: self._announce([task], now, then=run_now))
         return task
 

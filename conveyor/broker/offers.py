@@ -50,55 +50,79 @@ _OVERRIDES = {
     "lease_holder": "COALESCE((SELECT holder FROM o), %s)",
     "started_at": "(SELECT %s::timestamptz FROM o)",
 }
-_TAKE_SQL: str | None = None
+_TAKE_SQL: dict[bool, str] = {}
 
 
-def _take_sql() -> str:
-    global _TAKE_SQL
-    if _TAKE_SQL is None:
+def _take_sql(visible_first: bool) -> str:
+    sql = _TAKE_SQL.get(visible_first)
+    if sql is None:
         columns = pg.task_columns()
         values = [_OVERRIDES.get(attname, "%s::jsonb" if attname == "metadata" else "%s") for _, attname in columns]
-        _TAKE_SQL = (
+        no_flush = "set_config('synchronous_commit', 'off', true), " if visible_first else ""
+        sql = _TAKE_SQL[visible_first] = (
             f"{_TAKE}INSERT INTO {Task._meta.db_table} ({', '.join(f'"{c}"' for c, _ in columns)}) "
             f"VALUES ({', '.join(values)}) "
-            "RETURNING set_config('synchronous_commit', 'off', true), lease_id, lease_holder, "
+            f"RETURNING {no_flush}lease_id, lease_holder, "
             "CASE WHEN lease_id IS NOT NULL THEN pg_notify((SELECT channel FROM o), lease_id || ' ' || %s) END"
         )
-    return _TAKE_SQL
+    return sql
+
+
+class Take:
+    """The statement that INSERTs one due task taking an offer of its queue if there is one.
+
+    *values* are the new row's attribute values in field order
+    (``enqueue.task_values``). *visible_first*: it commits without waiting
+    for the flush (``pg.VISIBLE_FIRST``; the caller then waits for it, as
+    in ``pg.while_flushing``); else durably. ``Take.of`` is None when the
+    task cannot take an offer (``DISPATCH_OFFERS`` off, or too large for a
+    notification): then it is a plain INSERT.
+    """
+
+    def __init__(self, values: list[Any], now: datetime, body: str, *, visible_first: bool) -> None:
+        self.now = now
+        self.expires = now + timedelta(seconds=conveyor_settings.LEASE_TTL)
+        queue = values[_at()["queue"]]
+        self.sql = _take_sql(visible_first)
+        self.params: list[Any] = [queue, now, queue]
+        for (_, attname), value in zip(pg.task_columns(), values, strict=True):
+            if attname == "lease_expires_at":
+                self.params.append(self.expires)
+            elif attname == "started_at":
+                self.params.append(now)
+            elif attname != "lease_id":
+                self.params.append(pg.cell(value, attname))  # the state and holder as if no offer was taken
+        self.params.append(body)
+
+    @classmethod
+    def of(cls, values: list[Any], now: datetime, *, visible_first: bool) -> Take | None:
+        if not conveyor_settings.DISPATCH_OFFERS:
+            return None
+        expires = now + timedelta(seconds=conveyor_settings.LEASE_TTL)
+        body = offered_body(values, now, expires)
+        return None if body is None else cls(values, now, body, visible_first=visible_first)
+
+    def taken(self, row: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """From the statement's row: None, or for a task that took an offer what
+        its row says of its lease (state, lease id, holder, lease expiry, start)."""
+        lease_id, holder = row[-3], row[-2]
+        return None if lease_id is None else (State.ACTIVE, lease_id, holder, self.expires, self.now)
+
+
+def mark_taken(task: Task, taken: tuple[Any, ...]) -> None:
+    """Say on *task* what ``Take.taken`` said of its row."""
+    task.state, task.lease_id, task.lease_holder, task.lease_expires_at, task.started_at = taken
 
 
 def insert_taking_offer(using: str, values: list[Any], now: datetime) -> tuple[Any, ...] | None:
     """INSERT one due task in autocommit, visible at once (as ``pg.insert_visible_first``),
-    taking an offer of its queue if there is one.
-
-    *values* are the new row's attribute values in field order
-    (``enqueue.task_values``). Returns None, or for a task that took an
-    offer what its row says of its lease: (state, lease id, holder, lease
-    expiry, start). Its node has it when the statement commits.
-    """
-    columns = pg.task_columns()
-    if not conveyor_settings.DISPATCH_OFFERS:
+    taking an offer of its queue if there is one (``Take``); what ``Take.taken`` says.
+    Its node has it when the statement commits."""
+    take = Take.of(values, now, visible_first=True)
+    if take is None:
         pg.insert_visible_first(using, Task(*values))
         return None
-    expires = now + timedelta(seconds=conveyor_settings.LEASE_TTL)
-    body = offered_body(values, now, expires)
-    if body is None:
-        pg.insert_visible_first(using, Task(*values))
-        return None
-    queue = values[_at()["queue"]]
-    params: list[Any] = [queue, now, queue]
-    for (_, attname), value in zip(columns, values, strict=True):
-        if attname == "lease_expires_at":
-            params.append(expires)
-        elif attname == "started_at":
-            params.append(now)
-        elif attname != "lease_id":
-            params.append(pg.cell(value, attname))  # the state and holder as if no offer was taken
-    params.append(body)
-    _, lease_id, holder, _ = pg.run(using, _take_sql(), params)[0]
-    if lease_id is None:
-        return None
-    return State.ACTIVE, lease_id, holder, expires, now
+    return take.taken(pg.run(using, take.sql, take.params)[0])
 
 
 _AT: dict[str, int] = {}

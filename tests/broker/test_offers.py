@@ -20,8 +20,10 @@ from django.test import override_settings
 from conveyor.broker import Broker, TaskSpec
 from conveyor.broker.hooks import RecordingHooks
 from conveyor.broker.offers import BODY_MAX, offered_task
+from conveyor.dispatch.loop_lease import LoopLeaser
 from conveyor.models import Offer, Queue, Task
 from conveyor.states import State
+from tests.broker.factories import on_loop
 
 pytestmark = pytest.mark.parametrize("db_alias", ["postgres"], indirect=True)
 
@@ -208,3 +210,18 @@ def test_an_offer_a_node_is_withdrawing_is_not_taken_twice(db_alias, clock, prod
         deleted = node.execute("DELETE FROM conveyor_offer WHERE lease_id = 'lease-1' RETURNING lease_id").fetchall()
         node.commit()
     assert deleted == [("lease-1",)]  # withdrawn: the credit is the node's again
+
+
+def test_a_nodes_own_enqueue_takes_an_offer_too(db_alias, clock, listener):
+    hooks = RecordingHooks()  # a node's: its wake is no round trip
+    broker = Broker(clock=clock, using=db_alias, hooks=hooks)
+    offer(db_alias, clock, "lease-1")
+
+    result = on_loop(LoopLeaser(broker), lambda leaser: leaser.enqueue(TaskSpec(type="t", queue="email")))
+
+    row = Task.objects.using(db_alias).get(id=result.task.id)
+    assert (row.state, row.lease_id, row.lease_holder) == (State.ACTIVE, "lease-1", HOLDER)
+    assert (result.task.state, result.task.lease_id) == (State.ACTIVE, "lease-1")
+    assert hooks.wakes == []
+    assert [n.partition(" ")[0] for n in notes(listener)] == ["lease-1"]
+    assert not Offer.objects.using(db_alias).exists()
