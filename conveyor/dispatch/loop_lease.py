@@ -192,13 +192,16 @@ class LoopLeaser:
                 self._idle.append(conn)
             return out
 
-    async def connect(self, timeout: int | None = None) -> psycopg.AsyncConnection[Any]:
+    async def connect(
+        self, timeout: int | None = None, application_name: str = APPLICATION_NAME
+    ) -> psycopg.AsyncConnection[Any]:
+        """A new connection, configured as the pool's (also a node's LISTEN connection, conveyor.dispatch.offers)."""
         django_conn = connections[self.broker.db]
         params = django_conn.get_connection_params()
         if timeout is not None:
             params["connect_timeout"] = min(int(params.get("connect_timeout") or timeout), timeout)
         params.pop("cursor_factory", None)  # Django's is a sync, client-side cursor
-        params.setdefault("application_name", APPLICATION_NAME)
+        params.setdefault("application_name", application_name)
         params["prepare_threshold"] = pg.NEVER_AUTOMATICALLY
         conn = await psycopg.AsyncConnection.connect(**params, autocommit=True)
         try:

@@ -48,6 +48,7 @@ logger = logging.getLogger("conveyor.dispatch")
 RECONCILE_AFTER = 1.0  # s a taken offer's notification may take before the node reads the task itself
 LISTEN_BACKOFF_MAX = 5.0
 ARRIVALS_KEPT = 10_000
+APPLICATION_NAME = "conveyor-offers"  # the LISTEN connection's, in pg_stat_activity
 
 _PLACE = (
     "INSERT INTO conveyor_offer (queue, channel, lease_id, holder, expires_at) "
@@ -247,7 +248,7 @@ class OfferBook:
         while not self.node.stopping:
             conn = None
             try:
-                conn = await self.leaser.connect()
+                conn = await self.leaser.connect(application_name=APPLICATION_NAME)
                 await conn.execute(f'LISTEN "{self.channel}"')
                 self.listening = True
                 backoff = 0.1

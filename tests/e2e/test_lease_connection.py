@@ -83,7 +83,8 @@ def test_rest_enqueues_are_inserted_on_the_nodes_own_connection_and_survive_losi
         first = node.enqueue(queue="nobody", json={"n": 0}, retention="5m")  # no worker: nothing leases
         assert first["state"] == "pending"
         sessions = _lease_sessions(pg_database)
-        assert len(sessions) == 1 and sessions[0].startswith('INSERT INTO "conveyor_task"'), sessions
+        # The INSERT (which takes a node's offer of the queue if there is one).
+        assert len(sessions) == 1 and "INSERT INTO conveyor_task" in sessions[0].replace('"', ""), sessions
 
         assert _terminate_lease_sessions(pg_database) == 1
         later = [node.enqueue(queue="nobody", json={"n": i}, retention="5m") for i in range(1, 6)]
