@@ -57,6 +57,7 @@ class QueueDispatcher:
         self._withdrawing = False  # taking our offers back (conveyor.dispatch.offers)
         self._offering = False  # an offer of freed credit is scheduled
         self._offerable = False  # the last lease found the queue drained and not paused or limited
+        self._firing = 0  # groups being leased
         self.leases = 0  # lease queries made (for tests and metrics)
 
     # -- gateways and credit -----------------------------------------------------
@@ -70,8 +71,7 @@ class QueueDispatcher:
 
     def remove_gateway(self, gateway: Gateway) -> None:
         self.slots.pop(gateway.key, None)
-        offers = self.node.offers
-        if offers is not None and offers.open_offers(self.queue, gateway.key):
+        if self._lent(gateway.key):
             self.node.spawn(self._withdraw(gateway.key))
 
     def refund(self, gateway: Gateway, n: int = 1) -> None:
@@ -116,12 +116,12 @@ class QueueDispatcher:
         """There may be new due work: lease (again), with our offers taken back first."""
         self._drained = False
         self.kick()
-        offers = self.node.offers
-        if offers is not None and not self._withdrawing and offers.open_offers(self.queue):
+        if self._lent() and not self._withdrawing:
             self._withdrawing = True
             self.node.spawn(self._withdraw())
 
     async def _withdraw(self, gateway: str | None = None) -> None:
+        """Take our offers (of *gateway*) back, then lease with the credit."""
         try:
             await self.node.offers.withdraw(self.queue, gateway)  # type: ignore[union-attr]
         except Exception as exc:
@@ -173,7 +173,7 @@ class QueueDispatcher:
         """The queue is drained: lend our free credit to producers (conveyor.dispatch.offers)."""
         self._offering = False
         offers = self.node.offers
-        if offers is None or not offers.listening or self._leasing or self._withdrawing:
+        if offers is None or not offers.listening or self._leasing or self._withdrawing or self._firing:
             return
         if not (self._drained and self._offerable):
             return
@@ -204,9 +204,7 @@ class QueueDispatcher:
         # seconds. Not the dispatch path: wakes are.
         if self._self_check is not None:
             self._self_check.cancel()
-        offers = self.node.offers
-        idle = self.free_credit() > 0 or (offers is not None and offers.open_offers(self.queue) > 0)
-        if idle and not self.node.stopping:
+        if (self.free_credit() > 0 or self._lent()) and not self.node.stopping:
             period = conveyor_settings.DISPATCH_SELF_CHECK
             if not self.node.shared_layer:
                 # No layer reaches us from other processes (CLI, Django code
@@ -254,13 +252,37 @@ class QueueDispatcher:
     def fire_group(self, group: str, task_type: str) -> None:
         """Lease a fired group: as one batch to a worker that batches its type,
         else member by member. Nodes that can batch try at once; others wait a
-        moment so a batching worker elsewhere gets the first chance."""
-        if self.free_credit() <= 0 or self.node.stopping:
+        moment so a batching worker elsewhere gets the first chance. Credit
+        lent out as offers counts: it is taken back first."""
+        if (self.free_credit() <= 0 and not self._lent()) or self.node.stopping:
             return
-        delay = 0.0 if self.batch_gateway(task_type) is not None else GROUP_FALLBACK_DELAY
+        delay = 0.0 if self._can_batch(task_type) else GROUP_FALLBACK_DELAY
         self.node.loop.call_later(delay, lambda: self.node.spawn(self._fire(group)))
 
+    def _lent(self, gateway: str | None = None) -> bool:
+        offers = self.node.offers
+        return offers is not None and offers.open_offers(self.queue, gateway) > 0
+
+    def _can_batch(self, task_type: str) -> bool:
+        return any(
+            task_type in slot.gateway.batch_types and (slot.credit > 0 or self._lent(slot.gateway.key))
+            for slot in self.slots.values()
+        )
+
     async def _fire(self, group: str) -> None:
+        self._firing += 1  # no new offers meanwhile: the group needs the credit
+        try:
+            if self._lent():
+                try:
+                    await self.node.offers.withdraw(self.queue)  # type: ignore[union-attr]
+                except Exception as exc:
+                    logger.warning("withdrawing the offers of queue %s failed: %s", self.queue, exc)
+            await self._fire_group(group)
+        finally:
+            self._firing -= 1
+        self._offer()  # what the group left idle is offered again (if the queue is still drained)
+
+    async def _fire_group(self, group: str) -> None:
         if self.free_credit() <= 0 or self.node.stopping:
             return
         try:
