@@ -99,6 +99,11 @@ class EnqueueOps(BrokerBase):
         try:
             cursor = await conn.execute(sql, params, prepare=conveyor_settings.PREPARED_STATEMENTS)
         except psycopg.errors.UniqueViolation:
+            # Stored by the first attempt: say what it stored (it may have taken an offer).
+            cursor = await conn.execute(_AS_STORED, [task.id])
+            row = await cursor.fetchone()
+            if row is not None:
+                offers.mark_taken(task, row)
             return False
         taken = take.taken(await cursor.fetchone()) if take is not None else None
         if taken is not None:
@@ -426,6 +431,7 @@ class EnqueueOps(BrokerBase):
                 self.emit(kind, chosen, now, then=then)
 
 
+_AS_STORED = "SELECT state, lease_id, lease_holder, lease_expires_at, started_at FROM conveyor_task WHERE id = %s"
 _TEMPLATE: list[tuple[str, Any, bool]] | None = None  # (attname, default, default is callable)
 _NAMES: frozenset[str] = frozenset()
 

@@ -110,7 +110,7 @@ class Take:
 
 
 def mark_taken(task: Task, taken: tuple[Any, ...]) -> None:
-    """Say on *task* what ``Take.taken`` said of its row."""
+    """Say on *task* what ``Take.taken`` said of its row (state, lease id, holder, lease expiry, start)."""
     task.state, task.lease_id, task.lease_holder, task.lease_expires_at, task.started_at = taken
 
 

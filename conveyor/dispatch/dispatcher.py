@@ -130,6 +130,8 @@ class QueueDispatcher:
             if gateway is None:
                 self._withdrawing = False
         self.kick()
+        if not self._leasing:
+            self._schedule_self_check()  # no lease to schedule it (no credit came back, or the withdraw failed)
 
     def kick(self) -> None:
         """Lease now if there is credit; if a lease is running, lease again after it."""

@@ -54,7 +54,7 @@ _PLACE = (
     "INSERT INTO conveyor_offer (queue, channel, lease_id, holder, expires_at) "
     "SELECT %s, %s, unnest(%s::varchar[]), %s, %s"
 )
-_WITHDRAW = "DELETE FROM conveyor_offer WHERE lease_id = ANY(%s::varchar[]) RETURNING lease_id"
+WITHDRAW = "DELETE FROM conveyor_offer WHERE lease_id = ANY(%s::varchar[]) RETURNING lease_id"
 _TAKEN = (
     f"SELECT {', '.join(f't.{c}' for c in LEASED_COLUMNS)} FROM conveyor_task AS t "
     "WHERE t.lease_id = ANY(%s::varchar[]) AND t.lease_holder = %s AND t.state = 'active'"
@@ -78,7 +78,7 @@ class OfferBook:
         self.listening = False
         # Lease ids of the tasks that arrived lately: a late second arrival
         # of one (its notification, and a read of its row) changes nothing.
-        self._arrived: OrderedDict[str, None] = OrderedDict()
+        self._arrived: OrderedDict[str, str] = OrderedDict()  # lease id -> task id
         self._lock = asyncio.Lock()  # placing and withdrawing never overlap
         self._reconcile: asyncio.TimerHandle | None = None
 
@@ -117,12 +117,11 @@ class OfferBook:
                     lambda conn: conn.execute(_PLACE, [queue, self.channel, ids, self.node.id, expires])
                 )
             except Exception as exc:
-                # Not placed (or placed and the answer lost: a task taken
-                # through one of those is released when it arrives, below).
+                # Placed or not (the answer may be what was lost): the next
+                # withdraw settles them. One it can delete gives its credit
+                # back; one it cannot is read a second later, and if no
+                # task holds it, its credit comes back then.
                 logger.warning("offering %d slots of queue %s failed: %s", len(ids), queue, exc)
-                for lease_id in ids:
-                    self._give_back(lease_id)
-                return
             for lease_id in ids:
                 lent = self.lent.get(lease_id)
                 if lent is not None:
@@ -145,7 +144,7 @@ class OfferBook:
 
             async def delete(conn: psycopg.AsyncConnection[Any]) -> set[str]:
                 async with conn.cursor() as cursor:
-                    await cursor.execute(_WITHDRAW, [ids])
+                    await cursor.execute(WITHDRAW, [ids])
                     return {row[0] for row in await cursor.fetchall()}
 
             back = await self.leaser.run(delete)
@@ -182,10 +181,13 @@ class OfferBook:
         lease_id = task.lease_id or ""
         lent = self.lent.pop(lease_id, None)
         if lent is None:
-            if lease_id not in self._arrived and task.id not in self.node.leases:
-                self._release(task)  # an offer whose placing seemed to fail: its credit was given back
+            # Already here (its notification, then a read of its row), or
+            # not an offer we hold (one a database crash gave back after
+            # it was taken, taken again): that task is released.
+            if self._arrived.get(lease_id) != task.id and task.id not in self.node.leases:
+                self._release(task)
             return
-        self._arrived[lease_id] = None
+        self._arrived[lease_id] = task.id
         if len(self._arrived) > ARRIVALS_KEPT:
             self._arrived.popitem(last=False)
         dispatcher = self.node.dispatchers.get(lent.queue)
@@ -228,6 +230,8 @@ class OfferBook:
             logger.warning("reading the tasks of %d taken offers failed (%s); retrying", len(due), exc)
             self._reconcile_later(RECONCILE_AFTER)
             return
+        if rows:
+            logger.info("read %d tasks of taken offers whose notification had not come", len(rows))
         for row in rows:
             self.arrived(leased_row(row))
         for lease_id in due:
@@ -257,8 +261,10 @@ class OfferBook:
                 await self.withdraw()
                 for dispatcher in list(self.node.dispatchers.values()):
                     dispatcher.look()
-                async for note in conn.notifies():
-                    self.on_notification(note.payload)
+                while True:
+                    async for note in conn.notifies(timeout=conveyor_settings.DISPATCH_SELF_CHECK):
+                        self.on_notification(note.payload)
+                    await conn.execute("SELECT 1")  # a connection that died quietly fails here
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

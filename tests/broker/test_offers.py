@@ -8,6 +8,7 @@ trip, as a producer's on Redis) stored, deleted and sent.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -19,8 +20,10 @@ from django.test import override_settings
 
 from conveyor.broker import Broker, TaskSpec
 from conveyor.broker.hooks import RecordingHooks
-from conveyor.broker.offers import BODY_MAX, offered_task
+from conveyor.broker.offers import BODY_MAX, Take, offered_task
+from conveyor.broker.pg import task_columns
 from conveyor.dispatch.loop_lease import LoopLeaser
+from conveyor.dispatch.offers import WITHDRAW
 from conveyor.models import Offer, Queue, Task
 from conveyor.states import State
 from tests.broker.factories import on_loop
@@ -225,3 +228,63 @@ def test_a_nodes_own_enqueue_takes_an_offer_too(db_alias, clock, listener):
     assert hooks.wakes == []
     assert [n.partition(" ")[0] for n in notes(listener)] == ["lease-1"]
     assert not Offer.objects.using(db_alias).exists()
+
+
+def _take(broker: Broker, clock: Any, **spec: Any) -> Take | None:
+    task = broker.one_insert_task(TaskSpec(type="t", queue="email", **spec))
+    return Take.of([getattr(task, attname) for _, attname in task_columns()], clock.now(), visible_first=False)
+
+
+@pytest.mark.parametrize("outcome", ["commit", "rollback"])
+def test_a_withdraw_waits_for_a_take_in_flight_and_gets_back_only_an_offer_not_taken(db_alias, clock, outcome):
+    broker = Broker(clock=clock, using=db_alias, hooks=RecordingHooks())
+    offer(db_alias, clock, "lease-1")
+    params = connections[db_alias].get_connection_params()
+    params.pop("cursor_factory", None)
+    take = _take(broker, clock)
+    assert take is not None
+    withdrawn: list[Any] = []
+
+    def withdraw() -> None:
+        with psycopg.connect(**params, autocommit=True) as node:
+            withdrawn.extend(node.execute(WITHDRAW, [["lease-1"]]).fetchall())
+
+    with psycopg.connect(**params) as producer_conn:
+        producer_conn.execute(take.sql, take.params)  # the take, not yet committed
+        node = threading.Thread(target=withdraw)
+        node.start()
+        node.join(0.5)
+        assert node.is_alive()  # the DELETE waits for the taker
+        producer_conn.commit() if outcome == "commit" else producer_conn.rollback()
+    node.join(10)
+
+    if outcome == "commit":
+        assert withdrawn == []  # taken: the node reads its task, and gets no credit back
+        assert Task.objects.using(db_alias).get(lease_id="lease-1").state == State.ACTIVE
+    else:
+        assert withdrawn == [("lease-1",)]  # not taken after all: the credit is the node's again
+        assert not Task.objects.using(db_alias).exists()
+
+
+def test_the_largest_task_that_takes_an_offer_fits_in_a_notification(db_alias, clock, producer, listener):
+    broker, _ = producer
+
+    def body_size(n: int) -> int:
+        take = _take(broker, clock, payload=b"x" * n)
+        return BODY_MAX + 1 if take is None else len(take.params[-1])
+
+    low, high = 0, BODY_MAX
+    while low < high:  # the largest payload whose body is at most BODY_MAX
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if body_size(mid) <= BODY_MAX else (low, mid - 1)
+    offer(db_alias, clock, "lease-1")
+    offer(db_alias, clock, "lease-2")
+
+    largest = broker.enqueue(TaskSpec(type="t", queue="email", payload=b"x" * low))
+    larger = broker.enqueue(TaskSpec(type="t", queue="email", payload=b"x" * (low + 3)))
+
+    assert largest.lease_id == "lease-1"  # PostgreSQL took its notification
+    [payload] = notes(listener)
+    assert len(payload.encode()) < 8000
+    assert offered_task(payload.partition(" ")[2], "lease-1", HOLDER).payload == b"x" * low
+    assert larger.state == State.PENDING

@@ -1,10 +1,11 @@
 """A producer process for end-to-end tests: enqueues from Django code, one task at a time.
 
-    DATABASE_URL=... REDIS_URL=... python tests/e2e/producer_app.py QUEUE COUNT INTERVAL PAYLOAD_JSON
+    DATABASE_URL=... REDIS_URL=... python tests/e2e/producer_app.py QUEUE COUNT INTERVAL PAYLOAD_JSON [--wait]
 
 Each task is ``broker.enqueue`` of type "e2e" with the given JSON payload,
 ``INTERVAL`` seconds apart (0: back to back). Prints one line per task:
-its id and the state the enqueue returned.
+its id and the state the enqueue returned. ``--wait``: set up, print
+"ready", and start only when a line arrives on standard input.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ def main() -> None:
 
     queue, count, interval, payload = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4].encode()
     broker = get_broker()
+    if "--wait" in sys.argv[5:]:
+        broker.tasks.filter(id="warm-up").exists()  # connected before the signal
+        print("ready", flush=True)
+        sys.stdin.readline()
     for _ in range(count):
         task = broker.enqueue(TaskSpec(type="e2e", queue=queue, payload=payload))
         print(task.id, task.state, flush=True)

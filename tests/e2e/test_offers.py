@@ -41,6 +41,26 @@ def start_producer(cluster: Any, count: int, interval: float, payload: dict[str,
     )
 
 
+class ReadyProducer:
+    """A producer process set up and connected, that enqueues when told (within milliseconds)."""
+
+    def __init__(self, cluster: Any, count: int) -> None:
+        argv = [sys.executable, str(ROOT / "tests" / "e2e" / "producer_app.py"), "default", str(count), "0", "{}"]
+        self.proc = subprocess.Popen(
+            [*argv, "--wait"], cwd=ROOT, env=cluster.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert self.proc.stdout is not None and self.proc.stdout.readline().strip() == "ready"
+
+    def go(self) -> list[str]:
+        """Enqueue now; the states the enqueues returned."""
+        out, _ = self.proc.communicate("go\n", timeout=60)
+        assert self.proc.returncode == 0
+        return [line.split()[1] for line in out.splitlines()]
+
+
+READ_TAKEN = "tasks of taken offers whose notification had not come"
+
+
 def sql(dsn: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         cursor = conn.execute(query, params)
@@ -100,20 +120,22 @@ def test_two_nodes_and_two_producers_deliver_each_task_once_within_concurrency(c
 
 
 def test_a_taken_offer_whose_notification_is_lost_is_read_by_its_node(cluster, pg_database):
-    node = cluster.node(completed_retention=3600, dispatch_self_check=1)
+    node = cluster.node(completed_retention=3600, dispatch_self_check=2)
     worker = cluster.worker(node, concurrency=1)
     worker.wait_connected(node)
+    producer = ReadyProducer(cluster, 1)
     wait_for(lambda: open_offers(pg_database) == 1, 20, what="the idle worker's credit offered")
     # The notification goes to a channel nobody listens on: lost, as it is
     # when the node's LISTEN connection drops at that moment.
     sql(pg_database, "UPDATE conveyor_offer SET channel = 'conveyor_offers_nobody'")
 
-    assert produce(cluster, 1, 0, {}) == ["active"]
+    assert producer.go() == ["active"]
 
     # The node finds the offer taken when it withdraws (its self-check),
     # then reads the task by its lease id.
     done = wait_for(lambda: [e for e in worker.events() if e["event"] == "done"], 20, what="the task run")
     assert len(done) == 1 and done[0]["attempt"] == 1
+    assert READ_TAKEN in node.output()
 
 
 def test_a_worker_that_leaves_and_a_node_that_drains_take_their_offers_back(cluster, pg_database):
@@ -138,13 +160,14 @@ def test_tasks_taken_while_the_listen_connection_was_down_are_read_after_it_retu
     worker.wait_connected(node)
     wait_for(lambda: open_offers(pg_database) == 3, 20, what="the idle worker's credit offered")
 
-    # Kill the node's LISTEN session and take its offers before it is back:
-    # their notifications reach nobody.
+    producer = ReadyProducer(cluster, 3)
+    # Kill the node's LISTEN session and take its offers before it is back
+    # (it retries after 0.1 s): their notifications reach nobody.
     sql(
         pg_database, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'conveyor-offers'"
     )
     sql(pg_database, "UPDATE conveyor_offer SET channel = 'conveyor_offers_nobody'")
-    states = produce(cluster, 3, 0, {})
+    states = producer.go()
 
     assert states == ["active"] * 3
     # Back on a new connection, the node finds its offers taken and reads the tasks.
@@ -159,3 +182,4 @@ def test_tasks_taken_while_the_listen_connection_was_down_are_read_after_it_retu
         what="a new LISTEN session",
     )
     wait_for(lambda: open_offers(pg_database) == 3, 20, what="the credit offered again")
+    assert READ_TAKEN in node.output()
