@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from websockets.sync.client import connect as ws_connect
 
@@ -75,6 +76,9 @@ def test_tasks_enqueued_while_redis_is_down_run_once_after_it_returns(pg_databas
         "CONVEYOR_ALLOW_UNAUTHENTICATED": "1",
         "CONVEYOR_DISPATCH_SELF_CHECK": "120s",
         "CONVEYOR_REAPER_INTERVAL": "120s",
+        # Wakes are the subject: an idle worker's offers would hand it the
+        # tasks through PostgreSQL (the next test).
+        "CONVEYOR_DISPATCH_OFFERS": "0",
     }
     processes: list = []
     try:
@@ -131,6 +135,45 @@ def test_tasks_enqueued_while_redis_is_down_run_once_after_it_returns(pg_databas
             assert serving.task(task_id)["state"] == "completed"
         starts = Counter(e["task"] for e in read_events([worker.log]) if e["event"] == "start")
         assert all(starts[i] == 1 for i in during), starts
+    finally:
+        for proc in processes:
+            if proc.proc.poll() is None:
+                proc.kill()
+
+
+def test_an_idle_workers_offers_reach_it_while_redis_is_down(pg_database, private_redis, tmp_path):
+    env = {
+        **base_env(),
+        "DATABASE_URL": pg_database,
+        "REDIS_URL": private_redis.url,
+        "CONVEYOR_CHANNEL_PREFIX": f"outage{uuid.uuid4().hex[:6]}",
+        "CONVEYOR_ALLOW_UNAUTHENTICATED": "1",
+        "CONVEYOR_DISPATCH_SELF_CHECK": "120s",
+        "CONVEYOR_REAPER_INTERVAL": "120s",
+    }
+    processes: list = []
+    try:
+        serving = NodeProcess(env, dev=False, name="serving")
+        producing = NodeProcess(env, dev=False, name="producing")
+        processes += [serving, producing]
+        worker = WorkerProcess(serving.url, base_env(), tmp_path / "worker.jsonl", queues="outage=1", concurrency=4)
+        processes.append(worker)
+        worker.wait_connected(serving)
+
+        def offers() -> int:
+            with psycopg.connect(pg_database) as conn:
+                return conn.execute("SELECT count(*) FROM conveyor_offer").fetchone()[0]
+
+        wait_for(lambda: offers() == 4, 20, what="the idle worker's credit offered")
+
+        private_redis.kill()
+        # No wake can cross, but an enqueue on the other node takes the idle
+        # worker's offer in its INSERT, and PostgreSQL notifies the serving node.
+        during = [producing.enqueue(queue="outage", json={"n": i}, retention="5m") for i in range(3)]
+        assert [t["state"] for t in during] == ["active"] * 3
+        done = lambda: Counter(e["task"] for e in worker.events() if e["event"] == "done")  # noqa: E731
+        wait_for(lambda: all(t["id"] in done() for t in during), 20, what="the tasks run with Redis down")
+        assert all(done()[t["id"]] == 1 for t in during)
     finally:
         for proc in processes:
             if proc.proc.poll() is None:
