@@ -240,7 +240,7 @@ def test_on_a_nodes_loop_the_insert_commits_durably_before_the_wake(db_alias, cl
     [seen] = hooks.seen
     assert seen.visible == 1
     assert not seen.in_flight
-    assert seen.last_statement.startswith('INSERT INTO "conveyor_task"')
+    assert "INSERT INTO conveyor_task" in seen.last_statement.replace('"', "")  # (taking an offer if there is one)
     assert "synchronous_commit" not in seen.last_statement
 
 

@@ -120,21 +120,25 @@ def test_two_nodes_and_two_producers_deliver_each_task_once_within_concurrency(c
 
 
 def test_a_taken_offer_whose_notification_is_lost_is_read_by_its_node(cluster, pg_database):
-    node = cluster.node(completed_retention=3600, dispatch_self_check=2)
+    # No self-check to race with: the node learns of the taken offer at its next withdraw, on a wake.
+    node = cluster.node(completed_retention=3600, dispatch_self_check=60)
     worker = cluster.worker(node, concurrency=1)
     worker.wait_connected(node)
     producer = ReadyProducer(cluster, 1)
     wait_for(lambda: open_offers(pg_database) == 1, 20, what="the idle worker's credit offered")
-    # The notification goes to a channel nobody listens on: lost, as it is
-    # when the node's LISTEN connection drops at that moment.
+    # The notification goes to a channel nobody listens on: lost.
     sql(pg_database, "UPDATE conveyor_offer SET channel = 'conveyor_offers_nobody'")
 
     assert producer.go() == ["active"]
+    woken = node.enqueue(json={})  # no offer left: stored pending, and its wake withdraws the offers
 
-    # The node finds the offer taken when it withdraws (its self-check),
-    # then reads the task by its lease id.
-    done = wait_for(lambda: [e for e in worker.events() if e["event"] == "done"], 20, what="the task run")
-    assert len(done) == 1 and done[0]["attempt"] == 1
+    # The node finds its offer taken, reads that task by its lease id, then
+    # leases the second once the first has freed the worker's one slot.
+    done = wait_for(
+        lambda: (d := [e for e in worker.events() if e["event"] == "done"]) and len(d) == 2 and d, 20, what="two runs"
+    )
+    assert woken["state"] == "pending"
+    assert [e["attempt"] for e in done] == [1, 1] and done[1]["task"] == woken["id"]
     assert READ_TAKEN in node.output()
 
 
@@ -146,8 +150,11 @@ def test_a_worker_that_leaves_and_a_node_that_drains_take_their_offers_back(clus
     wait_for(lambda: open_offers(pg_database) == 5, 20, what="five credits offered")
 
     leaving.signal(signal.SIGTERM)
-    wait_for(lambda: open_offers(pg_database) == 3, 20, what="the leaving worker's offers withdrawn")
-    assert sql(pg_database, "SELECT DISTINCT queue FROM conveyor_offer") == [("b",)]
+    wait_for(
+        lambda: sql(pg_database, "SELECT queue, count(*) FROM conveyor_offer GROUP BY queue") == [("b", 3)],
+        20,
+        what="the leaving worker's offers withdrawn, the other's still out",
+    )
 
     assert node.stop() == 0
     assert open_offers(pg_database) == 0
