@@ -29,6 +29,7 @@ logger = logging.getLogger("conveyor.dispatch")
 
 ERROR_BACKOFF = 1.0
 GROUP_FALLBACK_DELAY = 0.25
+OFFER_GATHER = 0.05  # s freed credit waits to be offered while other offers are open
 
 
 @dataclass
@@ -81,8 +82,12 @@ class QueueDispatcher:
             if not self._drained:
                 self.kick()
             elif not self._offering:
-                self._offering = True  # one offer for the credit freed in this turn of the loop
-                self.node.loop.call_soon(self._offer)
+                # One offer for the credit freed meanwhile: at once when none
+                # is open, else after a moment (producers still have one to
+                # take, and a steady trickle then costs one INSERT per batch
+                # of freed credit, not one per task).
+                self._offering = True
+                self.node.loop.call_later(OFFER_GATHER if self._lent() else 0.0, self._offer)
 
     def free_credit(self) -> int:
         return sum(s.credit for s in self.slots.values() if s.credit > 0)
