@@ -84,15 +84,15 @@ class Take:
         self.expires = now + timedelta(seconds=conveyor_settings.LEASE_TTL)
         queue = values[_at()["queue"]]
         self.sql = _take_sql(visible_first)
-        self.params: list[Any] = [queue, now, queue]
-        for (_, attname), value in zip(pg.task_columns(), values, strict=True):
-            if attname == "lease_expires_at":
-                self.params.append(self.expires)
-            elif attname == "started_at":
-                self.params.append(now)
-            elif attname != "lease_id":
-                self.params.append(pg.cell(value, attname))  # the state and holder as if no offer was taken
-        self.params.append(body)
+        params: list[Any] = [queue, now, queue]
+        plain, metadata, payload, expires_at, started_at = _param_plan()
+        params += [values[i] for i in plain]  # the state and holder as if no offer was taken
+        params[3 + metadata] = json.dumps(params[3 + metadata] or {})
+        params[3 + payload] = bytes(params[3 + payload])  # (a memoryview from a model read back)
+        params[3 + expires_at] = self.expires
+        params[3 + started_at] = now
+        params.append(body)
+        self.params = params
 
     @classmethod
     def of(cls, values: list[Any], now: datetime, *, visible_first: bool) -> Take | None:
@@ -125,6 +125,22 @@ def insert_taking_offer(using: str, values: list[Any], now: datetime) -> tuple[A
     return take.taken(pg.run(using, take.sql, take.params)[0])
 
 
+_PLAN: tuple[list[int], int, int, int, int] | None = None
+
+
+def _param_plan() -> tuple[list[int], int, int, int, int]:
+    """Which task values are the INSERT's parameters (all but the lease id,
+    in column order), and where among them the metadata, the payload, the
+    lease expiry and the start go."""
+    global _PLAN
+    if _PLAN is None:
+        names = [attname for _, attname in pg.task_columns()]
+        kept = [i for i, name in enumerate(names) if name != "lease_id"]
+        at = {names[i]: n for n, i in enumerate(kept)}
+        _PLAN = (kept, at["metadata"], at["payload"], at["lease_expires_at"], at["started_at"])
+    return _PLAN
+
+
 _AT: dict[str, int] = {}
 
 
@@ -138,26 +154,35 @@ def _at() -> dict[str, int]:
 def offered_body(values: list[Any], started: datetime, expires: datetime) -> str | None:
     """The task as its node will lease it (lease id and holder aside), as JSON;
     None when too large for a notification."""
-    at = _at()
-    out: list[Any] = []
-    for name in LEASED_FIELDS:
-        if name in _FROM_THE_OFFER:
-            value = None
-        elif name == "state":
-            value = State.ACTIVE
-        elif name == "payload":
-            value = base64.b64encode(bytes(values[at["payload"]])).decode()
-        elif name == "started_at":
-            value = started.isoformat()
-        elif name == "lease_expires_at":
-            value = expires.isoformat()
-        else:
-            value = values[at[name]]
-            if name in _DATETIMES and value is not None:
-                value = value.isoformat()
-        out.append(value)
-    body = json.dumps(out, separators=(",", ":"))
+    out: list[Any] = [None if i is None else values[i] for i in _body_plan()]
+    out[_STATE] = State.ACTIVE
+    out[_PAYLOAD] = base64.b64encode(bytes(out[_PAYLOAD])).decode()
+    out[_STARTED], out[_EXPIRES] = started, expires
+    texts = {started: started.isoformat()}  # enqueued, due and started are often the same instant
+    for i in _BODY_DATETIMES:
+        when = out[i]
+        if when is not None:
+            text = texts.get(when)
+            out[i] = text if text is not None else texts.setdefault(when, when.isoformat())
+    body = _compact_json(out)
     return body if len(body) <= BODY_MAX else None
+
+
+_compact_json = json.JSONEncoder(separators=(",", ":")).encode
+
+
+_STATE, _PAYLOAD = LEASED_FIELDS.index("state"), LEASED_FIELDS.index("payload")
+_STARTED, _EXPIRES = LEASED_FIELDS.index("started_at"), LEASED_FIELDS.index("lease_expires_at")
+_BODY_DATETIMES = [i for i, name in enumerate(LEASED_FIELDS) if name in _DATETIMES]
+_BODY_PLAN: list[int | None] = []
+
+
+def _body_plan() -> list[int | None]:
+    """For each leased field, the position of its task value (None: the offer's)."""
+    if not _BODY_PLAN:
+        at = _at()
+        _BODY_PLAN.extend(None if name in _FROM_THE_OFFER else at[name] for name in LEASED_FIELDS)
+    return _BODY_PLAN
 
 
 def offered_task(body: str, lease_id: str, holder: str) -> LeasedTask:
