@@ -38,10 +38,10 @@ class _Item:
 class EnqueueOps(BrokerBase):
     def enqueue(self, spec: TaskSpec) -> Task:
         """Store one task and return it as stored; raise on bad input or duplicate."""
-        if spec.id is None and not spec.depends_on and self._wakes_before_flush():
-            now = self.now()
-            fields = task_fields(spec, now)
-            if not (fields["unique_key"] or fields["group"] or fields["due_at"] > now):
+        one = self._one_insert_fields(spec) if self._wakes_before_flush() else None
+        if one is not None:
+            now, fields = one
+            if fields["due_at"] <= now:  # (a scheduled task wakes nobody: the durable path)
                 return self._enqueue_early(new_ulid(now), fields, now)
         result = self._store([spec], mode="one")[0]
         if result.error is not None:
@@ -67,16 +67,23 @@ class EnqueueOps(BrokerBase):
         ``enqueue_one``: an id of the caller's (which may exist already), a
         unique key, dependencies or a group. Bad input raises as
         ``enqueue_one`` does. Writes nothing."""
-        if spec.id is not None or spec.depends_on:
+        one = self._one_insert_fields(spec)
+        if one is None:
             return None
-        now = self.now()
-        fields = task_fields(spec, now)
-        if fields["unique_key"] or fields.get("group"):
-            return None
+        now, fields = one
         task = new_task(new_ulid(now), fields)
         task.enqueued_at = task.updated_at = now
         task.state = ready_state(task, now)
         return task
+
+    def _one_insert_fields(self, spec: TaskSpec) -> tuple[datetime, dict[str, Any]] | None:
+        """The time and validated fields of a task that is one INSERT; None for
+        one with an id of the caller's, dependencies, a unique key or a group."""
+        if spec.id is not None or spec.depends_on:
+            return None
+        now = self.now()
+        fields = task_fields(spec, now)
+        return None if fields["unique_key"] or fields["group"] else (now, fields)
 
     async def insert_on(self, conn: Any, task: Task) -> bool:
         """INSERT *task* through a psycopg ``AsyncConnection`` (autocommit, PostgreSQL).
@@ -103,11 +110,11 @@ class EnqueueOps(BrokerBase):
             cursor = await conn.execute(_AS_STORED, [task.id])
             row = await cursor.fetchone()
             if row is not None:
-                offers.mark_taken(task, row)
+                offers.set_lease(task, row)
             return False
         taken = take.taken(await cursor.fetchone()) if take is not None else None
         if taken is not None:
-            offers.mark_taken(task, taken)
+            offers.set_lease(task, taken)
         return True
 
     def announce_inserted(self, task: Task) -> ItemResult:
@@ -398,7 +405,7 @@ class EnqueueOps(BrokerBase):
         taken = offers.insert_taking_offer(self.db, values, now)
         task = Task(*values)
         if taken is not None:
-            offers.mark_taken(task, taken)
+            offers.set_lease(task, taken)
         pg.while_flushing(self.db, lambda: self._announce([task], now, then=run_now))
         return task
 
@@ -431,7 +438,7 @@ class EnqueueOps(BrokerBase):
                 self.emit(kind, chosen, now, then=then)
 
 
-_AS_STORED = "SELECT state, lease_id, lease_holder, lease_expires_at, started_at FROM conveyor_task WHERE id = %s"
+_AS_STORED = f"SELECT {', '.join(offers.LEASE_FIELDS)} FROM conveyor_task WHERE id = %s"
 _TEMPLATE: list[tuple[str, Any, bool]] | None = None  # (attname, default, default is callable)
 _NAMES: frozenset[str] = frozenset()
 

@@ -68,6 +68,19 @@ def _take_sql(visible_first: bool) -> str:
     return sql
 
 
+# Positions among a task's values (field order, as ``enqueue.task_values`` gives them).
+_AT = {attname: i for i, (_, attname) in enumerate(pg.task_columns())}
+# The INSERT's parameters after the offer's three: every value but the lease id.
+_KEPT = [i for attname, i in _AT.items() if attname != "lease_id"]
+_PARAM = {attname: 3 + n for n, attname in enumerate(a for a in _AT if a != "lease_id")}
+# The notification body: each leased field's value position (None: the offer's).
+_BODY = [None if name in _FROM_THE_OFFER else _AT[name] for name in LEASED_FIELDS]
+_STATE, _PAYLOAD = LEASED_FIELDS.index("state"), LEASED_FIELDS.index("payload")
+_STARTED, _EXPIRES = LEASED_FIELDS.index("started_at"), LEASED_FIELDS.index("lease_expires_at")
+_BODY_DATETIMES = [i for i, name in enumerate(LEASED_FIELDS) if name in _DATETIMES]
+_compact_json = json.JSONEncoder(separators=(",", ":")).encode
+
+
 class Take:
     """The statement that INSERTs one due task taking an offer of its queue if there is one.
 
@@ -79,18 +92,15 @@ class Take:
     notification): then it is a plain INSERT.
     """
 
-    def __init__(self, values: list[Any], now: datetime, body: str, *, visible_first: bool) -> None:
-        self.now = now
-        self.expires = now + timedelta(seconds=conveyor_settings.LEASE_TTL)
-        queue = values[_at()["queue"]]
+    def __init__(self, values: list[Any], now: datetime, expires: datetime, body: str, *, visible_first: bool):
+        self.now, self.expires = now, expires
         self.sql = _take_sql(visible_first)
+        queue = values[_AT["queue"]]
         params: list[Any] = [queue, now, queue]
-        plain, metadata, payload, expires_at, started_at = _param_plan()
-        params += [values[i] for i in plain]  # the state and holder as if no offer was taken
-        params[3 + metadata] = json.dumps(params[3 + metadata] or {})
-        params[3 + payload] = bytes(params[3 + payload])  # (a memoryview from a model read back)
-        params[3 + expires_at] = self.expires
-        params[3 + started_at] = now
+        params += [values[i] for i in _KEPT]  # the state and holder as if no offer was taken
+        for name in ("metadata", "payload"):
+            params[_PARAM[name]] = pg.cell(params[_PARAM[name]], name)
+        params[_PARAM["lease_expires_at"]], params[_PARAM["started_at"]] = expires, now
         params.append(body)
         self.params = params
 
@@ -100,18 +110,21 @@ class Take:
             return None
         expires = now + timedelta(seconds=conveyor_settings.LEASE_TTL)
         body = offered_body(values, now, expires)
-        return None if body is None else cls(values, now, body, visible_first=visible_first)
+        return None if body is None else cls(values, now, expires, body, visible_first=visible_first)
 
     def taken(self, row: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """From the statement's row: None, or for a task that took an offer what
-        its row says of its lease (state, lease id, holder, lease expiry, start)."""
+        its row says of its lease (``LEASE_FIELDS``' values)."""
         lease_id, holder = row[-3], row[-2]
         return None if lease_id is None else (State.ACTIVE, lease_id, holder, self.expires, self.now)
 
 
-def mark_taken(task: Task, taken: tuple[Any, ...]) -> None:
-    """Say on *task* what ``Take.taken`` said of its row (state, lease id, holder, lease expiry, start)."""
-    task.state, task.lease_id, task.lease_holder, task.lease_expires_at, task.started_at = taken
+LEASE_FIELDS = ("state", "lease_id", "lease_holder", "lease_expires_at", "started_at")
+
+
+def set_lease(task: Task, values: tuple[Any, ...]) -> None:
+    """Set *task*'s ``LEASE_FIELDS`` (as ``Take.taken`` gives them, or as read back)."""
+    task.state, task.lease_id, task.lease_holder, task.lease_expires_at, task.started_at = values
 
 
 def insert_taking_offer(using: str, values: list[Any], now: datetime) -> tuple[Any, ...] | None:
@@ -125,36 +138,10 @@ def insert_taking_offer(using: str, values: list[Any], now: datetime) -> tuple[A
     return take.taken(pg.run(using, take.sql, take.params)[0])
 
 
-_PLAN: tuple[list[int], int, int, int, int] | None = None
-
-
-def _param_plan() -> tuple[list[int], int, int, int, int]:
-    """Which task values are the INSERT's parameters (all but the lease id,
-    in column order), and where among them the metadata, the payload, the
-    lease expiry and the start go."""
-    global _PLAN
-    if _PLAN is None:
-        names = [attname for _, attname in pg.task_columns()]
-        kept = [i for i, name in enumerate(names) if name != "lease_id"]
-        at = {names[i]: n for n, i in enumerate(kept)}
-        _PLAN = (kept, at["metadata"], at["payload"], at["lease_expires_at"], at["started_at"])
-    return _PLAN
-
-
-_AT: dict[str, int] = {}
-
-
-def _at() -> dict[str, int]:
-    """attname -> its position among a task's values."""
-    if not _AT:
-        _AT.update({attname: i for i, (_, attname) in enumerate(pg.task_columns())})
-    return _AT
-
-
 def offered_body(values: list[Any], started: datetime, expires: datetime) -> str | None:
     """The task as its node will lease it (lease id and holder aside), as JSON;
     None when too large for a notification."""
-    out: list[Any] = [None if i is None else values[i] for i in _body_plan()]
+    out: list[Any] = [None if i is None else values[i] for i in _BODY]
     out[_STATE] = State.ACTIVE
     out[_PAYLOAD] = base64.b64encode(bytes(out[_PAYLOAD])).decode()
     out[_STARTED], out[_EXPIRES] = started, expires
@@ -166,23 +153,6 @@ def offered_body(values: list[Any], started: datetime, expires: datetime) -> str
             out[i] = text if text is not None else texts.setdefault(when, when.isoformat())
     body = _compact_json(out)
     return body if len(body) <= BODY_MAX else None
-
-
-_compact_json = json.JSONEncoder(separators=(",", ":")).encode
-
-
-_STATE, _PAYLOAD = LEASED_FIELDS.index("state"), LEASED_FIELDS.index("payload")
-_STARTED, _EXPIRES = LEASED_FIELDS.index("started_at"), LEASED_FIELDS.index("lease_expires_at")
-_BODY_DATETIMES = [i for i, name in enumerate(LEASED_FIELDS) if name in _DATETIMES]
-_BODY_PLAN: list[int | None] = []
-
-
-def _body_plan() -> list[int | None]:
-    """For each leased field, the position of its task value (None: the offer's)."""
-    if not _BODY_PLAN:
-        at = _at()
-        _BODY_PLAN.extend(None if name in _FROM_THE_OFFER else at[name] for name in LEASED_FIELDS)
-    return _BODY_PLAN
 
 
 def offered_task(body: str, lease_id: str, holder: str) -> LeasedTask:

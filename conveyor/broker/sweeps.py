@@ -12,7 +12,7 @@ from conveyor.broker.base import BrokerBase
 from conveyor.broker.outcomes import CANCELED_WHILE_RUNNING
 from conveyor.broker.types import SweepReport
 from conveyor.conf import conveyor_settings
-from conveyor.models import TaskDependency
+from conveyor.models import Offer, TaskDependency
 from conveyor.states import LEASABLE, TERMINAL, WAITING, State
 
 PASS_LIMIT = 1000
@@ -100,7 +100,8 @@ class SweepOps(BrokerBase):
         return SweepReport(len(rows), {r.queue for r in rows})
 
     def purge(self) -> SweepReport:
-        """Delete finished rows past their retention; free lapsed unique claims.
+        """Delete finished rows past their retention; free lapsed unique claims;
+        delete expired offers (a node's that died: conveyor.dispatch.offers).
 
         Completed rows go when their own retention (``purge_at``) passes;
         archived and canceled rows after the server-wide archive retention.
@@ -130,6 +131,7 @@ class SweepOps(BrokerBase):
                     self.tasks.filter(id__in=chunk)._raw_delete(self.db)
                 purged = len(ids)
             self.tasks.filter(unique_key__isnull=False, unique_until__lte=now).update(unique_key=None)
+        Offer.objects.using(self.db).filter(expires_at__lt=now).delete()
         return SweepReport(purged)
 
     def _purge_in_one_statement(self, doomed: Any) -> int:

@@ -128,9 +128,7 @@ class QueueDispatcher:
     async def _withdraw(self, gateway: str | None = None) -> None:
         """Take our offers (of *gateway*) back, then lease with the credit."""
         try:
-            await self.node.offers.withdraw(self.queue, gateway)  # type: ignore[union-attr]
-        except Exception as exc:
-            logger.warning("withdrawing the offers of queue %s failed: %s", self.queue, exc)
+            await self._take_back(gateway)
         finally:
             if gateway is None:
                 self._withdrawing = False
@@ -266,9 +264,16 @@ class QueueDispatcher:
         delay = 0.0 if self._can_batch(task_type) else GROUP_FALLBACK_DELAY
         self.node.loop.call_later(delay, lambda: self.node.spawn(self._fire(group)))
 
+    async def _take_back(self, gateway: str | None = None) -> None:
+        """Withdraw our open offers (of *gateway*); a failure is logged (the self-check tries again)."""
+        try:
+            await self.node.offers.withdraw(self.queue, gateway)  # type: ignore[union-attr]
+        except Exception as exc:
+            logger.warning("withdrawing the offers of queue %s failed: %s", self.queue, exc)
+
     def _lent(self, gateway: str | None = None) -> bool:
         offers = self.node.offers
-        return offers is not None and offers.open_offers(self.queue, gateway) > 0
+        return offers is not None and offers.has_open(self.queue, gateway)
 
     def _can_batch(self, task_type: str) -> bool:
         return any(
@@ -280,10 +285,7 @@ class QueueDispatcher:
         self._firing += 1  # no new offers meanwhile: the group needs the credit
         try:
             if self._lent():
-                try:
-                    await self.node.offers.withdraw(self.queue)  # type: ignore[union-attr]
-                except Exception as exc:
-                    logger.warning("withdrawing the offers of queue %s failed: %s", self.queue, exc)
+                await self._take_back()
             await self._fire_group(group)
         finally:
             self._firing -= 1

@@ -183,11 +183,11 @@ class LoopLeaser:
                 out = await fn(conn)
             except BaseException:
                 self._busy.discard(conn)
-                await _close(conn)
+                await close_quietly(conn)
                 raise
             self._busy.discard(conn)
             if asyncio.current_task() in self._orphans:  # work that outlived close(): leave nothing open
-                await _close(conn)
+                await close_quietly(conn)
             else:
                 self._idle.append(conn)
             return out
@@ -217,7 +217,7 @@ class LoopLeaser:
             if role:
                 await conn.execute(psycopg.sql.SQL("SET ROLE {}").format(psycopg.sql.Identifier(role)))
         except BaseException:
-            await _close(conn)
+            await close_quietly(conn)
             raise
         return conn
 
@@ -230,7 +230,7 @@ class LoopLeaser:
         conns, self._idle = [*self._idle, *self._busy], []
         self._busy.clear()
         for conn in conns:
-            await _close(conn)
+            await close_quietly(conn)
 
 
 def _log_failure(task: asyncio.Future[Any]) -> None:
@@ -238,8 +238,9 @@ def _log_failure(task: asyncio.Future[Any]) -> None:
         logger.error("an enqueue or ack whose caller had gone failed", exc_info=task.exception())
 
 
-async def _close(conn: psycopg.AsyncConnection[Any]) -> None:
+async def close_quietly(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Close a connection of the node's own; a failure to (it is gone anyway) is only logged."""
     try:
         await conn.close()
     except Exception:
-        logger.debug("closing a lease connection failed", exc_info=True)
+        logger.debug("closing a connection of the node's own failed", exc_info=True)

@@ -414,7 +414,5 @@ class Node:
                 counts = self.stats.take()
                 if counts:
                     await self.db.run(stats.save_counts, counts)
-                if self.offers is not None:
-                    await self.offers.sweep()
             except Exception:
                 logger.warning("node heartbeat failed", exc_info=True)

@@ -37,6 +37,7 @@ from conveyor.broker.base import run_now
 from conveyor.broker.lease import LEASED_COLUMNS, leased_row
 from conveyor.broker.offers import offered_task
 from conveyor.conf import conveyor_settings
+from conveyor.dispatch.loop_lease import close_quietly
 from conveyor.ids import new_ulid, random_token
 
 if TYPE_CHECKING:
@@ -59,7 +60,6 @@ _TAKEN = (
     f"SELECT {', '.join(f't.{c}' for c in LEASED_COLUMNS)} FROM conveyor_task AS t "
     "WHERE t.lease_id = ANY(%s::varchar[]) AND t.lease_holder = %s AND t.state = 'active'"
 )
-_EXPIRED = "DELETE FROM conveyor_offer WHERE expires_at < %s"
 
 
 @dataclass
@@ -86,12 +86,11 @@ class OfferBook:
     def leaser(self) -> Any:
         return self.node.leaser
 
-    def open_offers(self, queue: str, gateway: str | None = None) -> int:
-        """Offers of *queue* (and *gateway*) not known to be taken."""
-        return sum(
-            1
+    def has_open(self, queue: str, gateway: str | None = None) -> bool:
+        """Whether an offer of *queue* (and *gateway*) is out and not known to be taken."""
+        return any(
+            lent.taken is None and lent.queue == queue and (gateway is None or lent.gateway == gateway)
             for lent in self.lent.values()
-            if lent.taken is None and lent.queue == queue and (gateway is None or lent.gateway == gateway)
         )
 
     def lent_by(self, queue: str, gateway: str) -> int:
@@ -158,12 +157,14 @@ class OfferBook:
 
     def _give_back(self, lease_id: str) -> None:
         lent = self.lent.pop(lease_id, None)
-        if lent is None:
-            return
-        dispatcher = self.node.dispatchers.get(lent.queue)
-        slot = dispatcher.slots.get(lent.gateway) if dispatcher is not None else None
+        slot = self._slot(lent) if lent is not None else None
         if slot is not None:
             slot.credit += 1
+
+    def _slot(self, lent: Lent) -> Any:
+        """The dispatcher's slot of the gateway whose credit *lent* is (None if it has gone)."""
+        dispatcher = self.node.dispatchers.get(lent.queue)
+        return dispatcher.slots.get(lent.gateway) if dispatcher is not None else None
 
     # -- arrivals ------------------------------------------------------------------------
 
@@ -190,8 +191,7 @@ class OfferBook:
         self._arrived[lease_id] = task.id
         if len(self._arrived) > ARRIVALS_KEPT:
             self._arrived.popitem(last=False)
-        dispatcher = self.node.dispatchers.get(lent.queue)
-        slot = dispatcher.slots.get(lent.gateway) if dispatcher is not None else None
+        slot = self._slot(lent)
         if slot is None or self.node.stopping:
             self._release(task)  # its worker left meanwhile
             return
@@ -244,7 +244,7 @@ class OfferBook:
                 if dispatcher is not None:
                     dispatcher.kick()
 
-    # -- the LISTEN connection, and housekeeping ------------------------------------------
+    # -- the LISTEN connection -------------------------------------------------------------
 
     async def listen(self) -> None:
         """Hold the LISTEN; offers are made only while it is up."""
@@ -273,7 +273,7 @@ class OfferBook:
             finally:
                 self.listening = False
                 if conn is not None:
-                    await _close(conn)
+                    await close_quietly(conn)
             await asyncio.sleep(backoff)
             backoff = min(LISTEN_BACKOFF_MAX, backoff * 2)
 
@@ -284,14 +284,3 @@ class OfferBook:
             await self.withdraw()
         except Exception:
             logger.warning("withdrawing offers failed; they expire on their own", exc_info=True)
-
-    async def sweep(self) -> None:
-        """Delete expired offers of any node (those of a node that died)."""
-        await self.leaser.run(lambda conn: conn.execute(_EXPIRED, [datetime.now(UTC)]))
-
-
-async def _close(conn: psycopg.AsyncConnection[Any]) -> None:
-    try:
-        await conn.close()
-    except Exception:
-        logger.debug("closing the offers connection failed", exc_info=True)

@@ -288,3 +288,14 @@ def test_the_largest_task_that_takes_an_offer_fits_in_a_notification(db_alias, c
     assert len(payload.encode()) < 8000
     assert offered_task(payload.partition(" ")[2], "lease-1", HOLDER).payload == b"x" * low
     assert larger.state == State.PENDING
+
+
+def test_the_reapers_purge_deletes_expired_offers_only(db_alias, clock):
+    broker = Broker(clock=clock, using=db_alias, hooks=RecordingHooks())
+    offer(db_alias, clock, "lease-old", ttl=1.0)
+    offer(db_alias, clock, "lease-live", ttl=60.0)
+    clock.advance(2.0)
+
+    broker.purge()
+
+    assert list(Offer.objects.using(db_alias).values_list("lease_id", flat=True)) == ["lease-live"]

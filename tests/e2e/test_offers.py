@@ -24,37 +24,35 @@ from tests.e2e.support import ROOT, max_overlap, wait_for
 pytestmark = pytest.mark.parametrize("mode", ["cluster"])
 
 
-def produce(cluster: Any, count: int, interval: float, payload: dict[str, Any], queue: str = "default") -> list[str]:
-    """Run a producer process to the end; the states its enqueues returned."""
-    argv = [sys.executable, str(ROOT / "tests" / "e2e" / "producer_app.py"), queue, str(count), str(interval)]
-    out = subprocess.run(
-        [*argv, json.dumps(payload)], cwd=ROOT, env=cluster.env, capture_output=True, text=True, timeout=300
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    return [line.split()[1] for line in out.stdout.splitlines()]
+class Producer:
+    """A producer process (tests/e2e/producer_app.py) enqueuing *count* tasks from Django code.
 
+    *ready*: it sets up and connects first, then enqueues only when told
+    (``states``), within milliseconds.
+    """
 
-def start_producer(cluster: Any, count: int, interval: float, payload: dict[str, Any]) -> subprocess.Popen[str]:
-    argv = [sys.executable, str(ROOT / "tests" / "e2e" / "producer_app.py"), "default", str(count), str(interval)]
-    return subprocess.Popen(
-        [*argv, json.dumps(payload)], cwd=ROOT, env=cluster.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-
-
-class ReadyProducer:
-    """A producer process set up and connected, that enqueues when told (within milliseconds)."""
-
-    def __init__(self, cluster: Any, count: int) -> None:
-        argv = [sys.executable, str(ROOT / "tests" / "e2e" / "producer_app.py"), "default", str(count), "0", "{}"]
+    def __init__(
+        self, cluster: Any, count: int, interval: float = 0.0, payload: Any = None, *, ready: bool = False
+    ) -> None:
+        argv = [sys.executable, str(ROOT / "tests" / "e2e" / "producer_app.py"), "default", str(count), str(interval)]
+        argv += [json.dumps(payload or {}), *(["--wait"] if ready else [])]
+        self.ready = ready
         self.proc = subprocess.Popen(
-            [*argv, "--wait"], cwd=ROOT, env=cluster.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            argv,
+            cwd=ROOT,
+            env=cluster.env,
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
-        assert self.proc.stdout is not None and self.proc.stdout.readline().strip() == "ready"
+        if ready:
+            assert self.proc.stdout is not None and self.proc.stdout.readline().strip() == "ready"
 
-    def go(self) -> list[str]:
-        """Enqueue now; the states the enqueues returned."""
-        out, _ = self.proc.communicate("go\n", timeout=60)
-        assert self.proc.returncode == 0
+    def states(self) -> list[str]:
+        """Enqueue (if it waits to be told) and run to the end; the states the enqueues returned."""
+        out, err = self.proc.communicate("go\n" if self.ready else "", timeout=300)
+        assert self.proc.returncode == 0, err[-3000:]
         return [line.split()[1] for line in out.splitlines()]
 
 
@@ -81,7 +79,7 @@ def test_tasks_from_django_code_reach_an_idle_worker_through_offers(cluster, pg_
     worker.wait_connected(node)
     wait_for(lambda: open_offers(pg_database) == 2, 20, what="the idle worker's two credits offered")
 
-    states = produce(cluster, 40, 0.05, {})
+    states = Producer(cluster, 40, 0.05).states()
 
     wait_for(lambda: sum(e["event"] == "done" for e in worker.events()) == 40, 60, what="40 completions")
     # At a trickle the queue is drained between tasks: the enqueue returns
@@ -103,9 +101,9 @@ def test_two_nodes_and_two_producers_deliver_each_task_once_within_concurrency(c
 
     # Two producers, back to back: offers taken, withdrawn on wakes, leased
     # the ordinary way when none is left, offered again as tasks finish.
-    producers = [start_producer(cluster, 300, 0.0, {"sleep": 0.005}) for _ in range(2)]
-    for proc in producers:
-        assert proc.wait(120) == 0, proc.stderr.read() if proc.stderr else ""
+    producers = [Producer(cluster, 300, 0.0, {"sleep": 0.005}) for _ in range(2)]
+    for producer in producers:
+        assert len(producer.states()) == 300
 
     wait_for(lambda: sql(pg_database, "SELECT count(*) FROM e2e_executions")[0][0] >= 600, 120, what="600 runs")
     wait_for(
@@ -124,12 +122,12 @@ def test_a_taken_offer_whose_notification_is_lost_is_read_by_its_node(cluster, p
     node = cluster.node(completed_retention=3600, dispatch_self_check=60)
     worker = cluster.worker(node, concurrency=1)
     worker.wait_connected(node)
-    producer = ReadyProducer(cluster, 1)
+    producer = Producer(cluster, 1, ready=True)
     wait_for(lambda: open_offers(pg_database) == 1, 20, what="the idle worker's credit offered")
     # The notification goes to a channel nobody listens on: lost.
     sql(pg_database, "UPDATE conveyor_offer SET channel = 'conveyor_offers_nobody'")
 
-    assert producer.go() == ["active"]
+    assert producer.states() == ["active"]
     woken = node.enqueue(json={})  # no offer left: stored pending, and its wake withdraws the offers
 
     # The node finds its offer taken, reads that task by its lease id, then
@@ -166,13 +164,13 @@ def test_tasks_taken_while_the_listen_connection_was_down_are_read_after_it_retu
     node = cluster.node(completed_retention=3600, dispatch_self_check=60)
     worker = cluster.worker(node, concurrency=3, record_dsn=pg_database)
     worker.wait_connected(node)
-    producer = ReadyProducer(cluster, 3)
+    producer = Producer(cluster, 3, ready=True)
     wait_for(lambda: open_offers(pg_database) == 3, 20, what="the idle worker's credit offered")
 
     # The offers are taken while their notifications reach nobody, then the
     # node's LISTEN session is killed: what it missed, it must find itself.
     sql(pg_database, "UPDATE conveyor_offer SET channel = 'conveyor_offers_nobody'")
-    assert producer.go() == ["active"] * 3
+    assert producer.states() == ["active"] * 3
     sql(
         pg_database, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'conveyor-offers'"
     )
