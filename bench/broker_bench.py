@@ -67,14 +67,17 @@ def workload(
     return results
 
 
-def run_inner(tasks: int) -> dict[str, float]:
+def run_inner(tasks: int, process_broker: bool = False) -> dict[str, float]:
+    """*process_broker*: the process's broker (``get_broker()``) as a Django
+    producer has it, with its wakes and events through the channel layer;
+    else the broker alone, with no hooks."""
     import django
 
     django.setup()
-    from conveyor.broker import Broker, TaskSpec
+    from conveyor.broker import Broker, TaskSpec, get_broker
     from conveyor.broker.hooks import BrokerHooks
 
-    broker = Broker(hooks=BrokerHooks())
+    broker = get_broker() if process_broker else Broker(hooks=BrokerHooks())
 
     def lease_ack(size: int) -> int:
         leased = broker.lease("lease", size).tasks
@@ -145,9 +148,10 @@ def main() -> None:
     parser.add_argument("--backends", default="sqlite,postgres")
     parser.add_argument("--tasks", type=int, default=10000)
     parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--process-broker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.inner:
-        print(json.dumps(run_inner(args.tasks)))
+        print(json.dumps(run_inner(args.tasks, args.process_broker)))
         return
     rows = []
     for backend in args.backends.split(","):

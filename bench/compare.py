@@ -48,10 +48,18 @@ def peer(script: str, args: argparse.Namespace, **env: str) -> dict[str, float]:
 
 
 def in_process() -> dict[str, float]:
-    """Conveyor's enqueue from Django code (no HTTP), as the peers' clients enqueue."""
+    """Conveyor's enqueue from Django code (no HTTP), as the peers' clients enqueue:
+    through the process's broker of a cluster's Django producer (``get_broker()``,
+    PostgreSQL and the Redis channel layer), wakes and events included."""
     url = fresh_database("postgres", "conveyor_compare_inproc")
-    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "conveyor_site.settings"}
-    argv = [sys.executable, str(ROOT / "bench" / "broker_bench.py"), "--inner", "--tasks", "10000"]
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "REDIS_URL": REDIS_URL,
+        "DJANGO_SETTINGS_MODULE": "conveyor_site.settings",
+    }
+    env["CONVEYOR_CHANNEL_PREFIX"] = "bench_compare"  # wakes no node of another run
+    argv = [sys.executable, str(ROOT / "bench" / "broker_bench.py"), "--inner", "--process-broker", "--tasks", "10000"]
     out = subprocess.run(argv, cwd=ROOT, env=env, check=True, capture_output=True, text=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])
     return {"enqueue_code_one_per_s": result["enqueue_one"], "enqueue_code_batch_per_s": result["enqueue_batch"]}

@@ -99,8 +99,15 @@ def main() -> None:
         for label, (a, b) in zip(labels, itertools.pairwise(chain), strict=True):
             steps[label].append(b - a)  # type: ignore[operator]
         total.append(chain[-1] - t0)  # type: ignore[operator]
+    # Beside the chain: the producer's own wait for its INSERT's answer, which
+    # comes back while the notification travels to the node.
+    answered = [b - a for a, b in zip(times.get("ins0", []), times.get("ins1", []), strict=False) if b >= a]
     print(f"{len(total)} tasks followed, {offered} of them through an offer")
-    for label, values in [*steps.items(), ("total: send to the worker's receive loop", total)]:
+    for label, values in [
+        *steps.items(),
+        ("total: send to the worker's receive loop", total),
+        ("(beside) INSERT sent to answered, producer", answered),
+    ]:
         if not values:
             continue
         v = sorted(values)

@@ -230,8 +230,13 @@ class DirectPublisher:
     for a pub/sub layer on one Redis server given by a plain URL (no shards,
     no Sentinel, no options in the URL's query): ``for_layer`` returns None
     for anything else. A message takes at most ``SEND_TIMEOUT`` to connect
-    and as long again to be taken. redis-py's pool is thread-safe and starts
-    over in a forked child.
+    and as long again to be taken.
+
+    A PUBLISH is written to the socket and its reply read later, when the
+    next one goes out (``_Line``): the caller does not wait a round trip for
+    a count of receivers it has no use for. The wake leaves as soon as
+    before; a connection that fails is opened afresh and the message
+    written once more, and a second failure raises to the caller.
     """
 
     OPTIONS = ("socket_connect_timeout", "password", "username")
@@ -244,6 +249,7 @@ class DirectPublisher:
         options = {k: v for k, v in options.items() if k in self.OPTIONS}
         options["socket_connect_timeout"] = min(options.get("socket_connect_timeout") or SEND_TIMEOUT, SEND_TIMEOUT)
         self.redis = redis.Redis.from_url(url, socket_timeout=SEND_TIMEOUT, **options)
+        self._line = _Line(self.redis.connection_pool)
 
     @classmethod
     def for_layer(cls, layer: Any) -> DirectPublisher | None:
@@ -269,7 +275,64 @@ class DirectPublisher:
         layer = self._layer()
         if layer is None:
             raise RuntimeError("the channel layer is gone")
-        self.redis.publish(f"{self.prefix}__group__{group}", layer.serialize(message))
+        self._line.send("PUBLISH", f"{self.prefix}__group__{group}", layer.serialize(message))
+
+    def close(self) -> None:
+        self._line.close()
+        self.redis.close()
+
+
+class _Line:
+    """One connection to Redis whose replies are read when the next command goes
+    out (at most ``OWED`` left unread). Thread-safe; a forked child opens its own."""
+
+    OWED = 64
+
+    def __init__(self, pool: Any) -> None:
+        self.pool = pool
+        self.lock = threading.Lock()
+        self.conn: Any = None
+        self.pid = 0
+        self.owed = 0  # replies not read yet
+
+    def send(self, *args: Any) -> None:
+        import redis
+
+        with self.lock:
+            try:
+                self._send(args)
+            except (redis.RedisError, OSError) as exc:
+                # The connection failed (a message written on it may be lost:
+                # best effort, as a refused wake) or Redis refused an earlier one.
+                logger.warning("Redis publish connection failed (%s); reconnecting", exc)
+                self._drop()
+                self._send(args)  # once more on a new connection; a second failure raises
+
+    def _send(self, args: tuple[Any, ...]) -> None:
+        import redis
+
+        if self.conn is None or self.pid != os.getpid():
+            self.conn, self.pid, self.owed = self.pool.make_connection(), os.getpid(), 0
+        conn = self.conn
+        # Read the replies that are in, and look for a close (which can_read
+        # raises, or shows as something to read when no reply is owed): a
+        # message written on a connection the server closed would vanish.
+        while self.owed >= self.OWED or conn.can_read(timeout=0):
+            if not self.owed:
+                raise redis.ConnectionError("Redis sent what nobody asked for")
+            self.owed -= 1
+            conn.read_response()  # an error reply raises here: that message was lost, say so
+        conn.send_command(*args)
+        self.owed += 1
+
+    def _drop(self) -> None:
+        if self.conn is not None and self.pid == os.getpid():
+            self.conn.disconnect()
+        self.conn, self.owed = None, 0
+
+    def close(self) -> None:
+        with self.lock:
+            self._drop()
 
 
 _publishers: weakref.WeakKeyDictionary[Any, DirectPublisher | None] = weakref.WeakKeyDictionary()
@@ -286,7 +349,7 @@ def direct_publisher(layer: Any) -> DirectPublisher | None:
             return _publishers[layer]
         publisher = _publishers[layer] = DirectPublisher.for_layer(layer)
     if publisher is not None:
-        weakref.finalize(layer, publisher.redis.close)
+        weakref.finalize(layer, publisher.close)
     return publisher
 
 

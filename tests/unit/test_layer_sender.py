@@ -416,3 +416,35 @@ def test_django_codes_wake_is_a_round_trip_only_through_redis(layer: BaseChannel
         assert ChannelLayerHooks().wake_is_a_round_trip  # so an enqueue wakes before its flush
     with override_settings(CHANNEL_LAYERS={"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}):
         assert not ChannelLayerHooks().wake_is_a_round_trip  # nobody to wake: durable first, in one statement
+
+
+def test_direct_publishes_do_not_wait_for_replies_yet_every_one_arrives_in_order(layer: BaseChannelLayer) -> None:
+    publisher = DirectPublisher.for_layer(layer)
+    assert publisher is not None
+    total = signals._Line.OWED * 3  # more than the line lets go unread
+
+    async def publish() -> None:
+        for i in range(total):
+            publisher.publish("g", {"type": "t", "n": i})
+            assert publisher._line.owed <= signals._Line.OWED  # replies are read, never piled up
+
+    assert _received(layer, total, publish) == list(range(total))
+    assert publisher._line.owed >= 1  # the last replies were left for the next publish
+
+
+def test_a_direct_publisher_whose_connection_was_killed_reconnects_and_delivers(
+    layer: BaseChannelLayer, caplog: pytest.LogCaptureFixture
+) -> None:
+    publisher = DirectPublisher.for_layer(layer)
+    assert publisher is not None
+    killer = redis.Redis.from_url(REDIS_URL)
+
+    async def publish() -> None:
+        publisher.publish("g", {"type": "t", "n": 0})
+        host, port = publisher._line.conn._sock.getsockname()[:2]
+        assert killer.execute_command("CLIENT", "KILL", "ADDR", f"{host}:{port}")
+        await asyncio.sleep(0.05)  # the close has reached this side
+        publisher.publish("g", {"type": "t", "n": 1})
+
+    assert _received(layer, 2, publish) == [0, 1]
+    assert "reconnecting" in caplog.text
