@@ -5,10 +5,12 @@ group, events to the events group, cancel requests to the control group.
 With the in-memory layer there is nobody else to reach, so they stay quiet
 (a node notices such changes through its sweeps).
 
-Wakes and control messages wait until Redis has them. On the pub/sub layer
-Conveyor configures (one Redis server) they are one PUBLISH from the
-caller's thread over a kept-open connection (``DirectPublisher``): no
-event loop, no thread hop. Any other Redis layer, and events always, go
+Wakes and control messages are on their way to Redis before the caller goes
+on. On the pub/sub layer Conveyor configures (one Redis server) they are
+one PUBLISH written from the caller's thread on a kept-open connection
+(``DirectPublisher``), its reply read when the next one goes out: no event
+loop, no thread hop, no round trip. Any other Redis layer (which waits until
+Redis has them), and events always, go
 through one event loop thread per process (``LayerSender``) that keeps its
 Redis connections open (``async_to_sync`` would start a new loop, and so
 open new connections, for every message: ~1.6 ms a wake). Events are sent
@@ -27,6 +29,7 @@ import functools
 import logging
 import os
 import threading
+import time
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -213,10 +216,11 @@ class LayerSender:
             concurrent.futures.wait(pending, timeout=timeout)
 
 
-def _after_fork(ref: weakref.ref[LayerSender]) -> None:
-    sender = ref()
-    if sender is not None:
-        sender._forked()
+def _after_fork(ref: weakref.ref[Any]) -> None:
+    """In a forked child: let the object (a ``LayerSender``, a ``_Line``) start afresh."""
+    obj = ref()
+    if obj is not None:
+        obj._forked()
 
 
 sender = LayerSender()
@@ -230,13 +234,15 @@ class DirectPublisher:
     for a pub/sub layer on one Redis server given by a plain URL (no shards,
     no Sentinel, no options in the URL's query): ``for_layer`` returns None
     for anything else. A message takes at most ``SEND_TIMEOUT`` to connect
-    and as long again to be taken.
+    (twice when the kept connection is found closed) and as long again to be
+    written.
 
     A PUBLISH is written to the socket and its reply read later, when the
     next one goes out (``_Line``): the caller does not wait a round trip for
     a count of receivers it has no use for. The wake leaves as soon as
-    before; a connection that fails is opened afresh and the message
-    written once more, and a second failure raises to the caller.
+    before; a kept connection found closed is opened afresh and the message
+    written on the new one, and a failure there (or of a first connect)
+    raises to the caller.
     """
 
     OPTIONS = ("socket_connect_timeout", "password", "username")
@@ -284,36 +290,54 @@ class DirectPublisher:
 
 class _Line:
     """One connection to Redis whose replies are read when the next command goes
-    out (at most ``OWED`` left unread). Thread-safe; a forked child opens its own."""
+    out (at most ``OWED`` left unread). Thread-safe; a forked child starts
+    afresh with a connection of its own (``_forked``)."""
 
     OWED = 64
+    CLOSE_WAIT = 0.5  # seconds ``close`` waits for the replies still owed
 
     def __init__(self, pool: Any) -> None:
-        self.pool = pool
+        # Made outside the pool's count: the pool refuses to make more than
+        # its max_connections, and this one is never handed back to it.
+        self._make = functools.partial(pool.connection_class, **pool.connection_kwargs)
+        self._forked()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=functools.partial(_after_fork, weakref.ref(self)))
+
+    def _forked(self) -> None:
+        # The child has none of the parent's threads: the lock may have been
+        # held at fork, and the socket is the parent's.
         self.lock = threading.Lock()
         self.conn: Any = None
-        self.pid = 0
         self.owed = 0  # replies not read yet
 
     def send(self, *args: Any) -> None:
         import redis
 
         with self.lock:
+            if self.conn is None:
+                self.conn = self._make()
+            conn = self.conn
+            kept = conn.is_connected
             try:
-                self._send(args)
+                self._write(conn, args)
             except (redis.RedisError, OSError) as exc:
-                # The connection failed (a message written on it may be lost:
-                # best effort, as a refused wake) or Redis refused an earlier one.
-                logger.warning("Redis publish connection failed (%s); reconnecting", exc)
-                self._drop()
-                self._send(args)  # once more on a new connection; a second failure raises
+                conn.disconnect()
+                self.owed = 0
+                if not kept:
+                    raise  # a fresh connection failed: no second wait
+                # A message written on the kept one before it failed may be lost
+                # (best effort, as a wake Redis refuses).
+                logger.warning("Redis closed the publishing connection (%s); reconnecting", exc)
+                self._write(conn, args)  # connects again; a failure raises
+            except BaseException:
+                conn.disconnect()
+                self.owed = 0
+                raise
 
-    def _send(self, args: tuple[Any, ...]) -> None:
+    def _write(self, conn: Any, args: tuple[Any, ...]) -> None:
         import redis
 
-        if self.conn is None or self.pid != os.getpid():
-            self.conn, self.pid, self.owed = self.pool.make_connection(), os.getpid(), 0
-        conn = self.conn
         # Read the replies that are in, and look for a close (which can_read
         # raises, or shows as something to read when no reply is owed): a
         # message written on a connection the server closed would vanish.
@@ -321,18 +345,35 @@ class _Line:
             if not self.owed:
                 raise redis.ConnectionError("Redis sent what nobody asked for")
             self.owed -= 1
-            conn.read_response()  # an error reply raises here: that message was lost, say so
+            try:
+                conn.read_response()
+            except redis.ResponseError as exc:  # the connection is fine; that message was refused
+                logger.warning("Redis refused a message published earlier: %s", exc)
         conn.send_command(*args)
         self.owed += 1
 
-    def _drop(self) -> None:
-        if self.conn is not None and self.pid == os.getpid():
-            self.conn.disconnect()
-        self.conn, self.owed = None, 0
-
     def close(self) -> None:
-        with self.lock:
-            self._drop()
+        """Read the replies still owed (up to ``CLOSE_WAIT``), then disconnect:
+        closing with replies unread could reset the connection under the last
+        messages."""
+        if not self.lock.acquire(timeout=self.CLOSE_WAIT):
+            return  # another thread is publishing (at exit, a daemon thread): leave it
+        try:
+            conn, self.conn = self.conn, None
+            if conn is None:
+                return
+            deadline = time.monotonic() + self.CLOSE_WAIT
+            try:
+                while self.owed and conn.can_read(timeout=max(0.0, deadline - time.monotonic())):
+                    self.owed -= 1
+                    conn.read_response()
+            except Exception:
+                logger.debug("replies not read before closing", exc_info=True)
+            finally:
+                conn.disconnect()
+                self.owed = 0
+        finally:
+            self.lock.release()
 
 
 _publishers: weakref.WeakKeyDictionary[Any, DirectPublisher | None] = weakref.WeakKeyDictionary()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 import uuid
+import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -418,18 +420,37 @@ def test_django_codes_wake_is_a_round_trip_only_through_redis(layer: BaseChannel
         assert not ChannelLayerHooks().wake_is_a_round_trip  # nobody to wake: durable first, in one statement
 
 
-def test_direct_publishes_do_not_wait_for_replies_yet_every_one_arrives_in_order(layer: BaseChannelLayer) -> None:
+def test_direct_publishes_do_not_wait_for_replies_yet_every_one_arrives_in_order(
+    layer: BaseChannelLayer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     publisher = DirectPublisher.for_layer(layer)
     assert publisher is not None
-    total = signals._Line.OWED * 3  # more than the line lets go unread
+    limit = signals._Line.OWED
+    owed: list[int] = []
 
     async def publish() -> None:
-        for i in range(total):
+        publisher.publish("g", {"type": "t", "n": 0})
+        # As if no reply had come in yet whenever the next message goes out:
+        # only the limit makes the publisher read one.
+        monkeypatch.setattr(publisher._line.conn, "can_read", lambda timeout=0: False)
+        for i in range(1, limit * 3):
             publisher.publish("g", {"type": "t", "n": i})
-            assert publisher._line.owed <= signals._Line.OWED  # replies are read, never piled up
+            owed.append(publisher._line.owed)
 
-    assert _received(layer, total, publish) == list(range(total))
-    assert publisher._line.owed >= 1  # the last replies were left for the next publish
+    assert _received(layer, limit * 3, publish) == list(range(limit * 3))
+    assert owed[: limit - 1] == list(range(2, limit + 1))  # nothing waited for until the limit
+    assert set(owed[limit - 1 :]) == {limit}  # then one reply read per message: never more unread
+
+
+def _published(publisher: DirectPublisher, n: int) -> None:
+    """Publish *n* and wait until Redis has answered it (so it has gone to the subscribers)."""
+    publisher.publish("g", {"type": "t", "n": n})
+    assert publisher._line.conn.can_read(timeout=5)
+
+
+def _kill(publisher: DirectPublisher, killer: redis.Redis) -> None:
+    host, port = publisher._line.conn._sock.getsockname()[:2]
+    assert killer.execute_command("CLIENT", "KILL", "ADDR", f"{host}:{port}")
 
 
 def test_a_direct_publisher_whose_connection_was_killed_reconnects_and_delivers(
@@ -440,11 +461,73 @@ def test_a_direct_publisher_whose_connection_was_killed_reconnects_and_delivers(
     killer = redis.Redis.from_url(REDIS_URL)
 
     async def publish() -> None:
-        publisher.publish("g", {"type": "t", "n": 0})
-        host, port = publisher._line.conn._sock.getsockname()[:2]
-        assert killer.execute_command("CLIENT", "KILL", "ADDR", f"{host}:{port}")
+        _published(publisher, 0)
+        _kill(publisher, killer)
         await asyncio.sleep(0.05)  # the close has reached this side
         publisher.publish("g", {"type": "t", "n": 1})
 
     assert _received(layer, 2, publish) == [0, 1]
     assert "reconnecting" in caplog.text
+
+
+def test_reconnecting_more_often_than_the_pool_allows_connections_keeps_publishing(layer: BaseChannelLayer) -> None:
+    publisher = DirectPublisher.for_layer(layer)
+    assert publisher is not None
+    killer = redis.Redis.from_url(REDIS_URL)
+    limit = publisher.redis.connection_pool.max_connections  # what a pool makes at most (100 in redis-py 8)
+    assert limit <= 1000
+    kills = limit + 5
+
+    async def publish() -> None:
+        for n in range(kills):
+            _published(publisher, n)
+            _kill(publisher, killer)
+            await asyncio.sleep(0.005)
+        publisher.publish("g", {"type": "t", "n": kills})
+
+    assert _received(layer, kills + 1, publish) == list(range(kills + 1))
+
+
+def test_a_child_forked_while_a_publish_held_the_line_publishes_on_a_connection_of_its_own(
+    layer: BaseChannelLayer,
+) -> None:
+    publisher = DirectPublisher.for_layer(layer)
+    assert publisher is not None
+
+    async def publish() -> None:
+        _published(publisher, 0)
+        parent_connection = publisher._line.conn
+        publisher._line.lock.acquire()  # as if another thread were publishing at the fork
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # fork() in a process with threads
+                pid = os.fork()
+            if pid == 0:  # the child: publish, wait for Redis's answer, leave
+                code = 1
+                signal.alarm(10)  # a child stuck on the parent's lock dies of it
+                try:
+                    _published(publisher, 1)
+                    code = 0 if publisher._line.conn is not parent_connection else 2
+                finally:
+                    os._exit(code)
+        finally:
+            publisher._line.lock.release()
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        _published(publisher, 2)  # the parent's connection was left alone
+        assert publisher._line.conn is parent_connection
+
+    assert _received(layer, 3, publish) == [0, 1, 2]
+
+
+def test_closing_right_after_publishing_loses_none_of_the_messages(layer: BaseChannelLayer) -> None:
+    publisher = DirectPublisher.for_layer(layer)
+    assert publisher is not None
+
+    async def publish() -> None:
+        for n in range(10):
+            publisher.publish("g", {"type": "t", "n": n})
+        publisher.close()
+        assert publisher._line.owed == 0 and publisher._line.conn is None
+
+    assert _received(layer, 10, publish) == list(range(10))
