@@ -402,12 +402,7 @@ class EnqueueOps(BrokerBase):
         The model instance is built after the INSERT, off the task's path.
         """
         values = task_values(task_id, {**fields, "state": State.PENDING, "enqueued_at": now, "updated_at": now})
-        taken = offers.insert_taking_offer(self.db, values, now)
-        task = Task(*values)
-        if taken is not None:
-            offers.set_lease(task, taken)
-        pg.while_flushing(self.db, lambda: self._announce([task], now, then=run_now))
-        return task
+        return offers.insert_taking_offer(self.db, values, now, lambda task: self._announce([task], now, then=run_now))
 
     def _wakes_before_flush(self) -> bool:
         """Whether a due task of one INSERT, in autocommit on PostgreSQL, can

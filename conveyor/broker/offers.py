@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -127,15 +128,30 @@ def set_lease(task: Task, values: tuple[Any, ...]) -> None:
     task.state, task.lease_id, task.lease_holder, task.lease_expires_at, task.started_at = values
 
 
-def insert_taking_offer(using: str, values: list[Any], now: datetime) -> tuple[Any, ...] | None:
-    """INSERT one due task in autocommit, visible at once (as ``pg.insert_visible_first``),
-    taking an offer of its queue if there is one (``Take``); what ``Take.taken`` says.
-    Its node has it when the statement commits."""
+def insert_taking_offer(using: str, values: list[Any], now: datetime, then: Callable[[Task], None]) -> Task:
+    """INSERT one due task in autocommit, taking an offer of its queue if there
+    is one (``Take``), and return it as stored once durable: it commits
+    visible at once (its node has it then), *then* is called with the task
+    while the flush runs, and this returns after the flush
+    (``pg.insert_then_flush``)."""
     take = Take.of(values, now, visible_first=True)
     if take is None:
-        pg.insert_visible_first(using, Task(*values))
-        return None
-    return take.taken(pg.run(using, take.sql, take.params)[0])
+        sql, params = pg.insert_statement([Task(*values)])
+        sql += pg.VISIBLE_FIRST
+    else:
+        sql, params = take.sql, take.params
+    stored: list[Task] = []
+
+    def announce(row: tuple[Any, ...]) -> None:
+        task = Task(*values)  # built after the INSERT, off the task's path
+        taken = take.taken(row) if take is not None else None
+        if taken is not None:
+            set_lease(task, taken)
+        stored.append(task)
+        then(task)
+
+    pg.insert_then_flush(using, sql, params, announce)
+    return stored[0]
 
 
 def offered_body(values: list[Any], started: datetime, expires: datetime) -> str | None:

@@ -19,14 +19,16 @@ cannot carry prepared statements.
 
 from __future__ import annotations
 
+import itertools
 import json
+import weakref
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 import psycopg
 from django.db import connections
-from psycopg import generators
+from psycopg import adapt, generators
 
 from conveyor.conf import conveyor_settings
 from conveyor.models import Task
@@ -168,6 +170,128 @@ def while_flushing(using: str, fn: Callable[[], None]) -> None:
     except BaseException:
         connection.close()
         raise
+
+
+def insert_then_flush(
+    using: str, sql: str, params: Sequence[Any], then: Callable[[tuple[Any, ...]], None]
+) -> tuple[Any, ...]:
+    """Run a one-row INSERT that commits visible first (its *sql* ends in
+    ``VISIBLE_FIRST``'s RETURNING), call *then* with its row while the server
+    flushes the WAL, and return the row once everything committed before is
+    on disk: ``run`` followed by ``while_flushing``, in one round trip.
+
+    Both statements go out in one write (libpq's pipeline mode, each its own
+    transaction), so the flush starts as the INSERT commits rather than a
+    round trip later. The INSERT runs as a prepared statement of this
+    module's own, one per statement and parameter types and connection.
+    Outside a transaction only; *then* must not use the connection. Any
+    error closes the connection (as in ``while_flushing``). Without prepared
+    statements or pipeline support, the two steps run one after the other.
+    """
+    connection = connections[using]
+    if not (conveyor_settings.PREPARED_STATEMENTS and psycopg.Pipeline.is_supported()):
+        row = run(using, sql, params)[0]
+        while_flushing(using, lambda: then(row))
+        return row
+    connection.ensure_connection()
+    raw = connection.connection
+    try:
+        with connection.wrap_database_errors:
+            return raw.wait(_insert_then_flush_gen(raw, sql, params, then))
+    except BaseException:
+        connection.close()
+        raise
+
+
+# Statements ``insert_then_flush`` prepared, per connection: (sql, parameter types) -> name.
+# Names are never reused in a process, so a name can only be missing, never taken.
+_PIPELINED: weakref.WeakKeyDictionary[Any, dict[tuple[str, tuple[int, ...]], bytes]] = weakref.WeakKeyDictionary()
+_PIPELINED_NAMES = itertools.count()
+PIPELINED_MAX = 32  # statements per connection (psycopg keys its own by parameter types too)
+
+
+def _insert_then_flush_gen(raw: Any, sql: str, params: Sequence[Any], then: Callable[[tuple[Any, ...]], None]) -> Any:
+    pgconn = raw.pgconn
+    tx = adapt.Transformer(raw)
+    values = tx.dump_sequence(params, [adapt.PyFormat.AUTO] * len(params))
+    types = tuple(tx.types)
+    for attempt in (1, 2):
+        names = _PIPELINED.setdefault(raw, {})
+        name = names.get((sql, types))
+        if name is None:
+            if len(names) >= PIPELINED_MAX:  # so many patterns of None: start over
+                for old in names.values():
+                    pgconn.send_query(b"DEALLOCATE " + old)
+                    yield from generators.send(pgconn)
+                    _check((yield from generators.fetch_many(pgconn)), pgconn, "DEALLOCATE")
+                names.clear()
+            name = f"conveyor_pipelined_{next(_PIPELINED_NAMES)}".encode()
+            pgconn.send_prepare(name, _numbered(sql).encode(), param_types=types)
+            yield from generators.send(pgconn)
+            _check((yield from generators.fetch_many(pgconn)), pgconn, "PREPARE")
+            names[(sql, types)] = name
+        pgconn.enter_pipeline_mode()
+        pgconn.send_query_prepared(name, values, param_formats=tx.formats)
+        pgconn.pipeline_sync()
+        pgconn.send_query_params(_WAIT_DURABLE, None)
+        pgconn.pipeline_sync()
+        yield from generators.send(pgconn)
+        inserted = yield from generators.fetch_many(pgconn)  # its result, then its sync
+        synced = yield from generators.fetch_many(pgconn)
+        if attempt == 1 and _statement_missing(inserted):
+            # The session's prepared statements were dropped (psycopg sends
+            # DEALLOCATE ALL after a ROLLBACK, a DROP or an ALTER on this
+            # connection): nothing was inserted; prepare it again and retry.
+            _check_sync(synced)
+            _check((yield from generators.fetch_many(pgconn)), pgconn, WAIT_DURABLE)
+            _check_sync((yield from generators.fetch_many(pgconn)))
+            pgconn.exit_pipeline_mode()
+            _PIPELINED.pop(raw, None)
+            continue
+        try:
+            _check(inserted, pgconn, "INSERT")
+            _check_sync(synced)
+            tx.set_pgresult(inserted[0])
+            row = tx.load_row(0, tuple)
+            then(row)
+        finally:
+            flushed = yield from generators.fetch_many(pgconn)
+            synced = yield from generators.fetch_many(pgconn)
+        _check(flushed, pgconn, WAIT_DURABLE)
+        _check_sync(synced)
+        pgconn.exit_pipeline_mode()
+        return row
+    raise AssertionError("unreachable")
+
+
+def _statement_missing(results: list[Any]) -> bool:
+    last = results[-1] if results else None
+    return (
+        last is not None
+        and last.status == psycopg.pq.ExecStatus.FATAL_ERROR
+        and last.error_field(psycopg.pq.DiagnosticField.SQLSTATE) == b"26000"  # invalid_sql_statement_name
+    )
+
+
+def _numbered(sql: str) -> str:
+    """*sql* with its ``%s`` placeholders as PostgreSQL's ``$1``, ``$2``, … (it has no other ``%``)."""
+    parts = sql.split("%s")
+    if any("%" in part for part in parts):
+        raise ValueError("a statement for insert_then_flush may hold no % but its placeholders")
+    return "".join(f"{part}${i}" for i, part in enumerate(parts[:-1], 1)) + parts[-1]
+
+
+def _check(results: list[Any], pgconn: Any, what: str) -> None:
+    if len(results) == 1 and results[0].status in (psycopg.pq.ExecStatus.TUPLES_OK, psycopg.pq.ExecStatus.COMMAND_OK):
+        return
+    if results and results[-1].status == psycopg.pq.ExecStatus.FATAL_ERROR:
+        raise psycopg.errors.error_from_result(results[-1], encoding=pgconn._encoding)
+    raise psycopg.OperationalError(f"unexpected answer to {what}: {[r.status for r in results]}")
+
+
+def _check_sync(results: list[Any]) -> None:
+    if [r.status for r in results] != [psycopg.pq.ExecStatus.PIPELINE_SYNC]:
+        raise psycopg.OperationalError(f"expected a pipeline sync, got {[r.status for r in results]}")
 
 
 def _flush_gen(pgconn: Any, fn: Callable[[], None]) -> Any:

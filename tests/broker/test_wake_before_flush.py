@@ -20,13 +20,17 @@ from typing import Any
 
 import psycopg
 import pytest
-from django.db import connections, transaction
+from django.db import IntegrityError, connections, transaction
 from django.test import override_settings
 from psycopg.pq import TransactionStatus
 
-from conveyor.broker import Broker, TaskSpec
+from conveyor.broker import Broker, TaskSpec, pg
+from conveyor.broker.enqueue import new_task
 from conveyor.broker.hooks import RecordingHooks
+from conveyor.broker.validation import task_fields
 from conveyor.dispatch.loop_lease import LoopLeaser
+from conveyor.ids import new_ulid
+from conveyor.models import Task
 from tests.broker.factories import on_loop
 
 pytestmark = pytest.mark.parametrize("db_alias", ["postgres"], indirect=True)
@@ -255,3 +259,98 @@ def test_with_nobody_to_wake_the_insert_commits_durably_in_one_statement(broker,
     assert last.startswith('INSERT INTO "conveyor_task"') and "synchronous_commit" not in last
     assert broker.hooks.woken() == {"email"}
     assert [e.task_id for e in broker.hooks.events] == [task.id]
+
+
+# -- the INSERT and the flush's statement go out together (pg.insert_then_flush) -----
+
+
+def test_the_enqueue_survives_its_prepared_statement_being_dropped(db_alias, clock):
+    # psycopg drops every prepared statement of its session (DEALLOCATE ALL)
+    # after a ROLLBACK, a DROP or an ALTER on the connection.
+    hooks = Watching(db_alias, djangos(db_alias))
+    broker = Broker(clock=clock, using=db_alias, hooks=hooks)
+    broker.enqueue(TaskSpec(type="t", queue="email"))
+    backend = connections[db_alias].connection.info.backend_pid
+
+    with connections[db_alias].cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")
+    second = broker.enqueue(TaskSpec(type="t", queue="email"))
+    with pytest.raises(RuntimeError), transaction.atomic(using=db_alias):
+        pg.run(db_alias, "SELECT count(*) FROM conveyor_task WHERE queue = %s", ["email"])  # one of psycopg's
+        raise RuntimeError("rolled back")
+    third = broker.enqueue(TaskSpec(type="t", queue="email"))
+
+    assert Task.objects.using(db_alias).filter(id__in=[second.id, third.id]).count() == 2
+    assert connections[db_alias].connection.info.backend_pid == backend  # no error closed it
+    assert len(hooks.wakes) == 3 and all(woken_before_the_flush(seen) for seen in hooks.seen)
+
+
+def _row_refused_by_the_table(clock: Any) -> tuple[str, list[Any]]:
+    now = clock.now()
+    fields = {**task_fields(TaskSpec(type="t", queue="email"), now), "state": "pending", "priority": 0}
+    sql, params = pg.insert_statement([new_task(new_ulid(now), {**fields, "enqueued_at": now, "updated_at": now})])
+    return sql + pg.VISIBLE_FIRST, params
+
+
+def test_an_insert_the_table_refuses_raises_calls_nothing_and_stores_nothing(db_alias, clock):
+    sql, params = _row_refused_by_the_table(clock)  # priority 0: outside the table's CHECK
+    called: list[Any] = []
+
+    with pytest.raises(IntegrityError):
+        pg.insert_then_flush(db_alias, sql, params, called.append)
+
+    assert called == [] and not Task.objects.using(db_alias).exists()
+    broker = Broker(clock=clock, using=db_alias, hooks=Watching(db_alias, djangos(db_alias)))
+    assert broker.enqueue(TaskSpec(type="t", queue="email")).state == "pending"  # the next one works
+
+
+def test_a_then_that_raises_leaves_the_task_committed_and_durable(db_alias, clock, walinspect):
+    # (An enqueue's announcement logs its hooks' errors; this is anything else.)
+    since = wal_position(db_alias)
+    now = clock.now()
+    fields = {**task_fields(TaskSpec(type="t"), now), "state": "pending", "enqueued_at": now, "updated_at": now}
+    task = new_task(new_ulid(now), fields)
+    sql, params = pg.insert_statement([task])
+
+    def then(row: tuple[Any, ...]) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        pg.insert_then_flush(db_alias, sql + pg.VISIBLE_FIRST, params, then)
+
+    assert Task.objects.using(db_alias).filter(id=task.id).exists()  # committed before *then*
+    assert flushed_after_the_insert(db_alias, since, task.id) == ["insert committed", "message", "message committed"]
+    broker = Broker(clock=clock, using=db_alias, hooks=Watching(db_alias, djangos(db_alias)))
+    assert broker.enqueue(TaskSpec(type="t", queue="email")).state == "pending"  # on a new connection
+
+
+@override_settings(CONVEYOR={"PREPARED_STATEMENTS": False})
+def test_without_prepared_statements_the_two_statements_go_one_after_the_other(db_alias, clock, walinspect):
+    hooks = Watching(db_alias, djangos(db_alias))
+    broker = Broker(clock=clock, using=db_alias, hooks=hooks)
+    since = wal_position(db_alias)
+    before = prepared(db_alias)
+
+    task = broker.enqueue(TaskSpec(type="t", queue="email"))
+
+    assert hooks.seen[0].visible == 1 and woken_before_the_flush(hooks.seen[0])
+    assert flushed_after_the_insert(db_alias, since, task.id) == ["insert committed", "message", "message committed"]
+    assert prepared(db_alias) == before  # nothing prepared for it
+
+
+def prepared(alias: str) -> set[str]:
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT name FROM pg_prepared_statements")
+        return {name for (name,) in cursor.fetchall()}
+
+
+def test_a_connection_keeps_a_bounded_number_of_pipelined_statements(db_alias, clock, monkeypatch):
+    monkeypatch.setattr(pg, "PIPELINED_MAX", 2)
+    broker = Broker(clock=clock, using=db_alias, hooks=Watching(db_alias, djangos(db_alias)))
+    # Each pattern of None among the optional fields is a statement of its own.
+    specs = [TaskSpec(type="t"), TaskSpec(type="t", timeout=5), TaskSpec(type="t", retention=5, timeout=5)]
+    for spec in specs * 2:
+        broker.enqueue(spec)
+
+    assert Task.objects.using(db_alias).count() == 6
+    assert len({n for n in prepared(db_alias) if n.startswith("conveyor_pipelined_")}) <= 2
