@@ -145,12 +145,6 @@ WAIT_DURABLE = "SELECT pg_logical_emit_message(true, 'conveyor', '')"
 _WAIT_DURABLE = WAIT_DURABLE.encode()
 
 
-def insert_visible_first(using: str, task: Task) -> None:
-    """INSERT one task in autocommit, visible at once; durable only after ``while_flushing``."""
-    sql, params = insert_statement([task])
-    run(using, sql + VISIBLE_FIRST, params)
-
-
 def while_flushing(using: str, fn: Callable[[], None]) -> None:
     """Call *fn* while the server flushes the WAL; return once everything
     committed on the server before this call is on disk.
@@ -168,8 +162,18 @@ def while_flushing(using: str, fn: Callable[[], None]) -> None:
         with connection.wrap_database_errors:
             raw.wait(_flush_gen(raw.pgconn, fn))
     except BaseException:
-        connection.close()
+        _discard(connection)
         raise
+
+
+def _discard(connection: Any) -> None:
+    """Close *connection* for good: its psycopg connection first, so a pool
+    (Django's ``pool`` option) cannot take it back with a statement or a
+    pipeline still open on it."""
+    raw = connection.connection
+    if raw is not None:
+        raw.close()
+    connection.close()
 
 
 def insert_then_flush(
@@ -195,12 +199,25 @@ def insert_then_flush(
         return row
     connection.ensure_connection()
     raw = connection.connection
+    if raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        raise psycopg.ProgrammingError("insert_then_flush runs outside a transaction only")
+
+    def guarded(row: tuple[Any, ...]) -> None:
+        with connection.execute_wrapper(_busy):
+            then(row)
+
     try:
         with connection.wrap_database_errors:
-            return raw.wait(_insert_then_flush_gen(raw, sql, params, then))
+            return raw.wait(_insert_then_flush_gen(raw, sql, params, guarded))
     except BaseException:
-        connection.close()
+        _discard(connection)
         raise
+
+
+def _busy(*args: Any) -> None:
+    # Another statement now would be queued behind the flush's in the pipeline
+    # and take its answer.
+    raise RuntimeError("the connection is busy with an enqueue's flush: a broker hook must not use it")
 
 
 # Statements ``insert_then_flush`` prepared, per connection: (sql, parameter types) -> name.
@@ -223,7 +240,9 @@ def _insert_then_flush_gen(raw: Any, sql: str, params: Sequence[Any], then: Call
                 for old in names.values():
                     pgconn.send_query(b"DEALLOCATE " + old)
                     yield from generators.send(pgconn)
-                    _check((yield from generators.fetch_many(pgconn)), pgconn, "DEALLOCATE")
+                    gone = yield from generators.fetch_many(pgconn)
+                    if not _statement_missing(gone):  # (dropped already by a DEALLOCATE ALL)
+                        _check(gone, pgconn, "DEALLOCATE")
                 names.clear()
             name = f"conveyor_pipelined_{next(_PIPELINED_NAMES)}".encode()
             pgconn.send_prepare(name, _numbered(sql).encode(), param_types=types)
@@ -242,15 +261,15 @@ def _insert_then_flush_gen(raw: Any, sql: str, params: Sequence[Any], then: Call
             # The session's prepared statements were dropped (psycopg sends
             # DEALLOCATE ALL after a ROLLBACK, a DROP or an ALTER on this
             # connection): nothing was inserted; prepare it again and retry.
-            _check_sync(synced)
+            _check_sync(synced, pgconn)
             _check((yield from generators.fetch_many(pgconn)), pgconn, WAIT_DURABLE)
-            _check_sync((yield from generators.fetch_many(pgconn)))
+            _check_sync((yield from generators.fetch_many(pgconn)), pgconn)
             pgconn.exit_pipeline_mode()
             _PIPELINED.pop(raw, None)
             continue
         try:
             _check(inserted, pgconn, "INSERT")
-            _check_sync(synced)
+            _check_sync(synced, pgconn)
             tx.set_pgresult(inserted[0])
             row = tx.load_row(0, tuple)
             then(row)
@@ -258,7 +277,7 @@ def _insert_then_flush_gen(raw: Any, sql: str, params: Sequence[Any], then: Call
             flushed = yield from generators.fetch_many(pgconn)
             synced = yield from generators.fetch_many(pgconn)
         _check(flushed, pgconn, WAIT_DURABLE)
-        _check_sync(synced)
+        _check_sync(synced, pgconn)
         pgconn.exit_pipeline_mode()
         return row
     raise AssertionError("unreachable")
@@ -289,9 +308,12 @@ def _check(results: list[Any], pgconn: Any, what: str) -> None:
     raise psycopg.OperationalError(f"unexpected answer to {what}: {[r.status for r in results]}")
 
 
-def _check_sync(results: list[Any]) -> None:
-    if [r.status for r in results] != [psycopg.pq.ExecStatus.PIPELINE_SYNC]:
-        raise psycopg.OperationalError(f"expected a pipeline sync, got {[r.status for r in results]}")
+def _check_sync(results: list[Any], pgconn: Any) -> None:
+    if [r.status for r in results] == [psycopg.pq.ExecStatus.PIPELINE_SYNC]:
+        return
+    if results and results[-1].status == psycopg.pq.ExecStatus.FATAL_ERROR:  # e.g. at commit
+        raise psycopg.errors.error_from_result(results[-1], encoding=pgconn._encoding)
+    raise psycopg.OperationalError(f"expected a pipeline sync, got {[r.status for r in results]}")
 
 
 def _flush_gen(pgconn: Any, fn: Callable[[], None]) -> Any:

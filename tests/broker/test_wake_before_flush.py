@@ -304,7 +304,7 @@ def test_an_insert_the_table_refuses_raises_calls_nothing_and_stores_nothing(db_
     assert broker.enqueue(TaskSpec(type="t", queue="email")).state == "pending"  # the next one works
 
 
-def test_a_then_that_raises_leaves_the_task_committed_and_durable(db_alias, clock, walinspect):
+def test_a_then_that_raises_leaves_the_task_committed_and_durable(db_alias, clock, walinspect, monkeypatch):
     # (An enqueue's announcement logs its hooks' errors; this is anything else.)
     since = wal_position(db_alias)
     now = clock.now()
@@ -315,9 +315,19 @@ def test_a_then_that_raises_leaves_the_task_committed_and_durable(db_alias, cloc
     def then(row: tuple[Any, ...]) -> None:
         raise KeyboardInterrupt
 
+    discarded: list[Any] = []
+    discard = pg._discard
+
+    def watch_discard(connection: Any) -> None:
+        discarded.append(connection.connection.pgconn.transaction_status)
+        discard(connection)
+
+    monkeypatch.setattr(pg, "_discard", watch_discard)
     with pytest.raises(KeyboardInterrupt):
         pg.insert_then_flush(db_alias, sql + pg.VISIBLE_FIRST, params, then)
 
+    # The connection was closed, and only after the flush's answer was read.
+    assert discarded == [TransactionStatus.IDLE] and connections[db_alias].connection is None
     assert Task.objects.using(db_alias).filter(id=task.id).exists()  # committed before *then*
     assert flushed_after_the_insert(db_alias, since, task.id) == ["insert committed", "message", "message committed"]
     broker = Broker(clock=clock, using=db_alias, hooks=Watching(db_alias, djangos(db_alias)))
@@ -354,3 +364,30 @@ def test_a_connection_keeps_a_bounded_number_of_pipelined_statements(db_alias, c
 
     assert Task.objects.using(db_alias).count() == 6
     assert len({n for n in prepared(db_alias) if n.startswith("conveyor_pipelined_")}) <= 2
+
+
+def test_statements_dropped_before_the_bound_is_reached_do_not_stop_the_next_one(db_alias, clock, monkeypatch):
+    monkeypatch.setattr(pg, "PIPELINED_MAX", 2)
+    broker = Broker(clock=clock, using=db_alias, hooks=Watching(db_alias, djangos(db_alias)))
+    broker.enqueue(TaskSpec(type="t"))
+    broker.enqueue(TaskSpec(type="t", timeout=5))  # two statements: the bound
+    with connections[db_alias].cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")
+
+    broker.enqueue(TaskSpec(type="t", retention=5, timeout=5))  # a third pattern: the two go first
+
+    assert Task.objects.using(db_alias).count() == 3
+
+
+def test_a_hook_that_uses_the_connection_during_the_flush_fails_loudly_instead_of_hanging(db_alias, clock, caplog):
+    hooks = Watching(db_alias, djangos(db_alias))
+    broker = Broker(clock=clock, using=db_alias, hooks=hooks)
+
+    def wake_with_a_query(queues: Iterable[str], at: datetime | None = None) -> None:
+        Task.objects.using(db_alias).count()  # the enqueuing connection, busy with the flush
+
+    hooks.wake = wake_with_a_query  # type: ignore[method-assign]
+    task = broker.enqueue(TaskSpec(type="t", queue="email"))  # returns (a hook's error is logged)
+
+    assert "busy with an enqueue's flush" in caplog.text
+    assert Task.objects.using(db_alias).get(id=task.id).state == "pending"  # the connection still works
