@@ -68,7 +68,7 @@ def run(
             return cursor.fetchall() if fetch else []
     except Exception:
         if not connection.in_atomic_block:
-            connection.close()
+            _discard(connection)
         raise
 
 
@@ -300,8 +300,14 @@ def _numbered(sql: str) -> str:
     return "".join(f"{part}${i}" for i, part in enumerate(parts[:-1], 1)) + parts[-1]
 
 
-def _check(results: list[Any], pgconn: Any, what: str) -> None:
-    if len(results) == 1 and results[0].status in (psycopg.pq.ExecStatus.TUPLES_OK, psycopg.pq.ExecStatus.COMMAND_OK):
+_ANSWERED = (psycopg.pq.ExecStatus.TUPLES_OK, psycopg.pq.ExecStatus.COMMAND_OK)
+_SYNCED = (psycopg.pq.ExecStatus.PIPELINE_SYNC,)
+
+
+def _check(results: list[Any], pgconn: Any, what: str, ok: tuple[Any, ...] = _ANSWERED) -> None:
+    """Raise unless *results* is one result of an *ok* status: the server's
+    error as psycopg's (an error at commit comes where the sync was due)."""
+    if len(results) == 1 and results[0].status in ok:
         return
     if results and results[-1].status == psycopg.pq.ExecStatus.FATAL_ERROR:
         raise psycopg.errors.error_from_result(results[-1], encoding=pgconn._encoding)
@@ -309,11 +315,7 @@ def _check(results: list[Any], pgconn: Any, what: str) -> None:
 
 
 def _check_sync(results: list[Any], pgconn: Any) -> None:
-    if [r.status for r in results] == [psycopg.pq.ExecStatus.PIPELINE_SYNC]:
-        return
-    if results and results[-1].status == psycopg.pq.ExecStatus.FATAL_ERROR:  # e.g. at commit
-        raise psycopg.errors.error_from_result(results[-1], encoding=pgconn._encoding)
-    raise psycopg.OperationalError(f"expected a pipeline sync, got {[r.status for r in results]}")
+    _check(results, pgconn, "a pipeline sync", _SYNCED)
 
 
 def _flush_gen(pgconn: Any, fn: Callable[[], None]) -> Any:
@@ -324,10 +326,7 @@ def _flush_gen(pgconn: Any, fn: Callable[[], None]) -> Any:
         fn()
     finally:
         results = yield from generators.fetch_many(pgconn)
-    if len(results) != 1 or results[0].status != psycopg.pq.ExecStatus.TUPLES_OK:
-        if results and results[-1].status == psycopg.pq.ExecStatus.FATAL_ERROR:
-            raise psycopg.errors.error_from_result(results[-1], encoding=pgconn._encoding)
-        raise psycopg.OperationalError(f"unexpected answer to {WAIT_DURABLE!r}: {[r.status for r in results]}")
+    _check(results, pgconn, WAIT_DURABLE)
 
 
 def _insert_values(using: str, connection: Any, tasks: Sequence[Task]) -> None:

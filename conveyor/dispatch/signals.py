@@ -321,19 +321,15 @@ class _Line:
             kept = conn.is_connected
             try:
                 self._write(conn, args)
-            except (redis.RedisError, OSError) as exc:
+            except BaseException as exc:
                 conn.disconnect()
                 self.owed = 0
-                if not kept:
-                    raise  # a fresh connection failed: no second wait
+                if not (kept and isinstance(exc, (redis.RedisError, OSError))):
+                    raise  # (a fresh connection that failed gets no second wait)
                 # A message written on the kept one before it failed may be lost
                 # (best effort, as a wake Redis refuses).
                 logger.warning("Redis closed the publishing connection (%s); reconnecting", exc)
                 self._write(conn, args)  # connects again; a failure raises
-            except BaseException:
-                conn.disconnect()
-                self.owed = 0
-                raise
 
     def _write(self, conn: Any, args: tuple[Any, ...]) -> None:
         import redis

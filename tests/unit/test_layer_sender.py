@@ -8,7 +8,7 @@ import signal
 import sys
 import uuid
 import warnings
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -182,9 +182,18 @@ def fresh_sender(monkeypatch: pytest.MonkeyPatch) -> LayerSender:
     return fresh
 
 
-def test_a_direct_publish_reaches_a_group_member_of_the_layer(layer: BaseChannelLayer) -> None:
-    publisher = DirectPublisher.for_layer(layer)
-    assert publisher is not None
+@pytest.fixture
+def publisher(layer: BaseChannelLayer) -> Iterator[DirectPublisher]:
+    """A direct publisher of its own for the test's layer (not the process's)."""
+    made = DirectPublisher.for_layer(layer)
+    assert made is not None
+    yield made
+    made.close()
+
+
+def test_a_direct_publish_reaches_a_group_member_of_the_layer(
+    layer: BaseChannelLayer, publisher: DirectPublisher
+) -> None:
 
     async def publish() -> None:
         for i in range(3):
@@ -421,10 +430,8 @@ def test_django_codes_wake_is_a_round_trip_only_through_redis(layer: BaseChannel
 
 
 def test_direct_publishes_do_not_wait_for_replies_yet_every_one_arrives_in_order(
-    layer: BaseChannelLayer, monkeypatch: pytest.MonkeyPatch
+    layer: BaseChannelLayer, publisher: DirectPublisher, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    publisher = DirectPublisher.for_layer(layer)
-    assert publisher is not None
     limit = signals._Line.OWED
     owed: list[int] = []
 
@@ -454,10 +461,8 @@ def _kill(publisher: DirectPublisher, killer: redis.Redis) -> None:
 
 
 def test_a_direct_publisher_whose_connection_was_killed_reconnects_and_delivers(
-    layer: BaseChannelLayer, caplog: pytest.LogCaptureFixture
+    layer: BaseChannelLayer, publisher: DirectPublisher, caplog: pytest.LogCaptureFixture
 ) -> None:
-    publisher = DirectPublisher.for_layer(layer)
-    assert publisher is not None
     killer = redis.Redis.from_url(REDIS_URL)
 
     async def publish() -> None:
@@ -470,9 +475,9 @@ def test_a_direct_publisher_whose_connection_was_killed_reconnects_and_delivers(
     assert "reconnecting" in caplog.text
 
 
-def test_reconnecting_more_often_than_the_pool_allows_connections_keeps_publishing(layer: BaseChannelLayer) -> None:
-    publisher = DirectPublisher.for_layer(layer)
-    assert publisher is not None
+def test_reconnecting_more_often_than_the_pool_allows_connections_keeps_publishing(
+    layer: BaseChannelLayer, publisher: DirectPublisher
+) -> None:
     killer = redis.Redis.from_url(REDIS_URL)
     limit = publisher.redis.connection_pool.max_connections  # what a pool makes at most (100 in redis-py 8)
     assert limit <= 1000
@@ -490,9 +495,8 @@ def test_reconnecting_more_often_than_the_pool_allows_connections_keeps_publishi
 
 def test_a_child_forked_while_a_publish_held_the_line_publishes_on_a_connection_of_its_own(
     layer: BaseChannelLayer,
+    publisher: DirectPublisher,
 ) -> None:
-    publisher = DirectPublisher.for_layer(layer)
-    assert publisher is not None
 
     async def publish() -> None:
         _published(publisher, 0)
@@ -520,14 +524,28 @@ def test_a_child_forked_while_a_publish_held_the_line_publishes_on_a_connection_
     assert _received(layer, 3, publish) == [0, 1, 2]
 
 
-def test_closing_right_after_publishing_loses_none_of_the_messages(layer: BaseChannelLayer) -> None:
-    publisher = DirectPublisher.for_layer(layer)
-    assert publisher is not None
+def test_closing_reads_the_replies_still_owed_before_it_disconnects(
+    layer: BaseChannelLayer, publisher: DirectPublisher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read: list[int] = []
 
     async def publish() -> None:
-        for n in range(10):
+        publisher.publish("g", {"type": "t", "n": 0})
+        conn = publisher._line.conn
+        monkeypatch.setattr(conn, "can_read", lambda timeout=0: False)  # no reply read on the way out
+        for n in range(1, 10):
             publisher.publish("g", {"type": "t", "n": n})
+        monkeypatch.undo()
+        owed = publisher._line.owed
+        reply = conn.read_response
+
+        def counted() -> object:
+            read.append(1)
+            return reply()
+
+        monkeypatch.setattr(conn, "read_response", counted)
         publisher.close()
-        assert publisher._line.owed == 0 and publisher._line.conn is None
+        assert owed == 10 and len(read) == owed  # each reply read, then disconnected
+        assert not conn.is_connected and publisher._line.conn is None
 
     assert _received(layer, 10, publish) == list(range(10))
