@@ -220,7 +220,8 @@ def _busy(*args: Any) -> None:
     raise RuntimeError("the connection is busy with an enqueue's flush: a broker hook must not use it")
 
 
-# Statements ``insert_then_flush`` prepared, per connection: (sql, parameter types) -> name.
+# Statements ``insert_then_flush`` prepared, per connection: (sql, parameter types) -> name
+# (at most ``PIPELINED_MAX`` INSERTs, and the flush's).
 # Names are never reused in a process, so a name can only be missing, never taken.
 _PIPELINED: weakref.WeakKeyDictionary[Any, dict[tuple[str, tuple[int, ...]], bytes]] = weakref.WeakKeyDictionary()
 _PIPELINED_NAMES = itertools.count()
@@ -234,25 +235,13 @@ def _insert_then_flush_gen(raw: Any, sql: str, params: Sequence[Any], then: Call
     types = tuple(tx.types)
     for attempt in (1, 2):
         names = _PIPELINED.setdefault(raw, {})
-        name = names.get((sql, types))
-        if name is None:
-            if len(names) >= PIPELINED_MAX:  # so many patterns of None: start over
-                for old in names.values():
-                    pgconn.send_query(b"DEALLOCATE " + old)
-                    yield from generators.send(pgconn)
-                    gone = yield from generators.fetch_many(pgconn)
-                    if not _statement_missing(gone):  # (dropped already by a DEALLOCATE ALL)
-                        _check(gone, pgconn, "DEALLOCATE")
-                names.clear()
-            name = f"conveyor_pipelined_{next(_PIPELINED_NAMES)}".encode()
-            pgconn.send_prepare(name, _numbered(sql).encode(), param_types=types)
-            yield from generators.send(pgconn)
-            _check((yield from generators.fetch_many(pgconn)), pgconn, "PREPARE")
-            names[(sql, types)] = name
+        insert = yield from _prepared(pgconn, names, sql, types, bounded=True)
+        # The flush's statement too: planned once, it answers sooner.
+        wait = yield from _prepared(pgconn, names, WAIT_DURABLE, (), bounded=False)
         pgconn.enter_pipeline_mode()
-        pgconn.send_query_prepared(name, values, param_formats=tx.formats)
+        pgconn.send_query_prepared(insert, values, param_formats=tx.formats)
         pgconn.pipeline_sync()
-        pgconn.send_query_params(_WAIT_DURABLE, None)
+        pgconn.send_query_prepared(wait, None)
         pgconn.pipeline_sync()
         yield from generators.send(pgconn)
         inserted = yield from generators.fetch_many(pgconn)  # its result, then its sync
@@ -260,9 +249,11 @@ def _insert_then_flush_gen(raw: Any, sql: str, params: Sequence[Any], then: Call
         if attempt == 1 and _statement_missing(inserted):
             # The session's prepared statements were dropped (psycopg sends
             # DEALLOCATE ALL after a ROLLBACK, a DROP or an ALTER on this
-            # connection): nothing was inserted; prepare it again and retry.
+            # connection): nothing was inserted; prepare them again and retry.
             _check_sync(synced, pgconn)
-            _check((yield from generators.fetch_many(pgconn)), pgconn, WAIT_DURABLE)
+            flushed = yield from generators.fetch_many(pgconn)
+            if not _statement_missing(flushed):
+                _check(flushed, pgconn, WAIT_DURABLE)
             _check_sync((yield from generators.fetch_many(pgconn)), pgconn)
             pgconn.exit_pipeline_mode()
             _PIPELINED.pop(raw, None)
@@ -276,11 +267,45 @@ def _insert_then_flush_gen(raw: Any, sql: str, params: Sequence[Any], then: Call
         finally:
             flushed = yield from generators.fetch_many(pgconn)
             synced = yield from generators.fetch_many(pgconn)
-        _check(flushed, pgconn, WAIT_DURABLE)
         _check_sync(synced, pgconn)
         pgconn.exit_pipeline_mode()
+        if _statement_missing(flushed):  # (dropped alone, by a DEALLOCATE of its name)
+            names.pop((WAIT_DURABLE, ()), None)
+            pgconn.send_query(_WAIT_DURABLE)
+            yield from generators.send(pgconn)
+            flushed = yield from generators.fetch_many(pgconn)
+        _check(flushed, pgconn, WAIT_DURABLE)
         return row
     raise AssertionError("unreachable")
+
+
+def _prepared(
+    pgconn: Any, names: dict[tuple[str, tuple[int, ...]], bytes], sql: str, types: tuple[int, ...], *, bounded: bool
+) -> Any:
+    """The name of this connection's statement for *sql* and parameter
+    *types*, prepared now if it is not yet (a generator for ``wait``).
+
+    *bounded*: at ``PIPELINED_MAX`` such statements, every statement goes
+    before a new one is prepared (each pattern of None among an INSERT's
+    optional fields is a statement of its own).
+    """
+    name = names.get((sql, types))
+    if name is not None:
+        return name
+    if bounded and len(names) >= PIPELINED_MAX:
+        for old in names.values():
+            pgconn.send_query(b"DEALLOCATE " + old)
+            yield from generators.send(pgconn)
+            gone = yield from generators.fetch_many(pgconn)
+            if not _statement_missing(gone):  # (dropped already by a DEALLOCATE ALL)
+                _check(gone, pgconn, "DEALLOCATE")
+        names.clear()
+    name = f"conveyor_pipelined_{next(_PIPELINED_NAMES)}".encode()
+    pgconn.send_prepare(name, _numbered(sql).encode(), param_types=types)
+    yield from generators.send(pgconn)
+    _check((yield from generators.fetch_many(pgconn)), pgconn, "PREPARE")
+    names[(sql, types)] = name
+    return name
 
 
 def _statement_missing(results: list[Any]) -> bool:

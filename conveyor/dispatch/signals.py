@@ -28,6 +28,8 @@ import concurrent.futures
 import functools
 import logging
 import os
+import select
+import ssl
 import threading
 import time
 import weakref
@@ -281,7 +283,7 @@ class DirectPublisher:
         layer = self._layer()
         if layer is None:
             raise RuntimeError("the channel layer is gone")
-        self._line.send("PUBLISH", f"{self.prefix}__group__{group}", layer.serialize(message))
+        self._line.send(publish_command(f"{self.prefix}__group__{group}", layer.serialize(message)))
 
     def close(self) -> None:
         self._line.close()
@@ -291,7 +293,15 @@ class DirectPublisher:
 class _Line:
     """One connection to Redis whose replies are read when the next command goes
     out (at most ``OWED`` left unread). Thread-safe; a forked child starts
-    afresh with a connection of its own (``_forked``)."""
+    afresh with a connection of its own (``_forked``).
+
+    redis-py makes the connection (address, credentials, database, TLS);
+    the commands and their replies then go over its socket directly: a
+    PUBLISH is one ``sendall`` of bytes built here, and the replies that are
+    in are read without waiting (``recv`` with ``MSG_DONTWAIT``) and only
+    counted. That is safe because each reply to a PUBLISH is one line (an
+    integer, or an error), so one line in is one reply less owed.
+    """
 
     OWED = 64
     CLOSE_WAIT = 0.5  # seconds ``close`` waits for the replies still owed
@@ -311,7 +321,8 @@ class _Line:
         self.conn: Any = None
         self.owed = 0  # replies not read yet
 
-    def send(self, *args: Any) -> None:
+    def send(self, command: bytes) -> None:
+        """Write *command* (one RESP command whose reply is one line)."""
         import redis
 
         with self.lock:
@@ -320,7 +331,7 @@ class _Line:
             conn = self.conn
             kept = conn.is_connected
             try:
-                self._write(conn, args)
+                self._write(conn, command)
             except BaseException as exc:
                 conn.disconnect()
                 self.owed = 0
@@ -329,24 +340,74 @@ class _Line:
                 # A message written on the kept one before it failed may be lost
                 # (best effort, as a wake Redis refuses).
                 logger.warning("Redis closed the publishing connection (%s); reconnecting", exc)
-                self._write(conn, args)  # connects again; a failure raises
+                self._write(conn, command)  # connects again; a failure raises
 
-    def _write(self, conn: Any, args: tuple[Any, ...]) -> None:
+    def _write(self, conn: Any, command: bytes) -> None:
+        if not conn.is_connected:
+            conn.connect()
+        sock = conn._sock
+        if sock.gettimeout() != 0:
+            sock.settimeout(0)  # reads never wait from here on; waits are poll's
+        # Read the replies that are in, and look for a close: a message
+        # written on a connection the server closed would vanish.
+        self._in(sock)
+        while self.owed >= self.OWED:
+            self._wait_in(sock, conn.socket_timeout)
+        view = memoryview(command)
+        while view:
+            try:
+                view = view[sock.send(view) :]
+            except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+                _wait_for(sock, select.POLLOUT, conn.socket_timeout)
+        self.owed += 1
+
+    def _in(self, sock: Any) -> None:
+        """Take in the replies that have arrived, without waiting."""
+        self._take(sock)
+
+    def _take(self, sock: Any) -> None:
+        try:
+            chunk = sock.recv(_CHUNK)
+        except (BlockingIOError, ssl.SSLWantReadError):
+            return
+        self._count(chunk)
+
+    def _wait_in(self, sock: Any, timeout: float | None) -> None:
+        """Wait up to *timeout* seconds for replies, and take them in."""
+        if not (isinstance(sock, ssl.SSLSocket) and sock.pending()):
+            _wait_for(sock, select.POLLIN, timeout)
+        self._take(sock)
+
+    def _count(self, chunk: bytes) -> None:
         import redis
 
-        # Read the replies that are in, and look for a close (which can_read
-        # raises, or shows as something to read when no reply is owed): a
-        # message written on a connection the server closed would vanish.
-        while self.owed >= self.OWED or conn.can_read(timeout=0):
-            if not self.owed:
-                raise redis.ConnectionError("Redis sent what nobody asked for")
-            self.owed -= 1
+        if not chunk:
+            raise redis.ConnectionError("Redis closed the connection")
+        replies = chunk.count(b"\n")
+        if replies > self.owed:
+            raise redis.ConnectionError("Redis sent what nobody asked for")
+        self.owed -= replies
+        if b"-" in chunk:  # an error reply: the connection is fine; that message was refused
+            for line in chunk.split(b"\r\n"):
+                if line.startswith(b"-"):
+                    logger.warning("Redis refused a message published earlier: %s", line[1:].decode(errors="replace"))
+
+    def settle(self, timeout: float) -> bool:
+        """Wait up to *timeout* seconds until every reply owed is in; whether it is."""
+        with self.lock:
+            return self._settle(timeout)
+
+    def _settle(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.owed and self.conn is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
             try:
-                conn.read_response()
-            except redis.ResponseError as exc:  # the connection is fine; that message was refused
-                logger.warning("Redis refused a message published earlier: %s", exc)
-        conn.send_command(*args)
-        self.owed += 1
+                self._wait_in(self.conn._sock, left)
+            except TimeoutError:
+                return False
+        return not self.owed
 
     def close(self) -> None:
         """Read the replies still owed (up to ``CLOSE_WAIT``), then disconnect:
@@ -355,21 +416,35 @@ class _Line:
         if not self.lock.acquire(timeout=self.CLOSE_WAIT):
             return  # another thread is publishing (at exit, a daemon thread): leave it
         try:
-            conn, self.conn = self.conn, None
-            if conn is None:
+            if self.conn is None:
                 return
-            deadline = time.monotonic() + self.CLOSE_WAIT
             try:
-                while self.owed and conn.can_read(timeout=max(0.0, deadline - time.monotonic())):
-                    self.owed -= 1
-                    conn.read_response()
+                self._settle(self.CLOSE_WAIT)
             except Exception:
                 logger.debug("replies not read before closing", exc_info=True)
             finally:
-                conn.disconnect()
+                self.conn.disconnect()
+                self.conn = None
                 self.owed = 0
         finally:
             self.lock.release()
+
+
+_CHUNK = 65536
+
+
+def _wait_for(sock: Any, event: int, timeout: float | None) -> None:
+    """Wait until *sock* is ready for *event* (``select.POLLIN`` or ``POLLOUT``)."""
+    poll = select.poll()
+    poll.register(sock, event)
+    if not poll.poll(None if timeout is None else max(0, int(timeout * 1000))):
+        raise TimeoutError("Redis did not answer in time")
+
+
+def publish_command(channel: str, message: bytes) -> bytes:
+    """Redis's PUBLISH of *message* to *channel*, as the bytes sent (RESP)."""
+    name = channel.encode()
+    return b"*3\r\n$7\r\nPUBLISH\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(name), name, len(message), message)
 
 
 _publishers: weakref.WeakKeyDictionary[Any, DirectPublisher | None] = weakref.WeakKeyDictionary()

@@ -285,6 +285,30 @@ def test_the_enqueue_survives_its_prepared_statement_being_dropped(db_alias, clo
     assert len(hooks.wakes) == 3 and all(woken_before_the_flush(seen) for seen in hooks.seen)
 
 
+def test_the_flush_statement_dropped_alone_still_waits_for_the_flush(db_alias, clock, walinspect):
+    hooks = Watching(db_alias, djangos(db_alias))
+    broker = Broker(clock=clock, using=db_alias, hooks=hooks)
+    broker.enqueue(TaskSpec(type="t", queue="email"))
+    [flush_statement] = [name for name, text in prepared_texts(db_alias).items() if "pg_logical_emit_message" in text]
+    with connections[db_alias].cursor() as cursor:
+        cursor.execute(f"DEALLOCATE {flush_statement}")
+    since = wal_position(db_alias)
+
+    second = broker.enqueue(TaskSpec(type="t", queue="email"))  # its INSERT commits; then the flush unprepared
+
+    assert Task.objects.using(db_alias).filter(id=second.id).exists()
+    assert flushed_after_the_insert(db_alias, since, second.id) == ["insert committed", "message", "message committed"]
+    third = broker.enqueue(TaskSpec(type="t", queue="email"))  # prepared again
+    assert Task.objects.using(db_alias).filter(id=third.id).exists()
+    assert sum("pg_logical_emit_message" in text for text in prepared_texts(db_alias).values()) == 1
+
+
+def prepared_texts(alias: str) -> dict[str, str]:
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT name, statement FROM pg_prepared_statements")
+        return dict(cursor.fetchall())
+
+
 def _row_refused_by_the_table(clock: Any) -> tuple[str, list[Any]]:
     now = clock.now()
     fields = {**task_fields(TaskSpec(type="t", queue="email"), now), "state": "pending", "priority": 0}
