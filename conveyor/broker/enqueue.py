@@ -104,7 +104,7 @@ class EnqueueOps(BrokerBase):
             take = offers.Take.of(values, task.enqueued_at, visible_first=False)
         sql, params = (take.sql, take.params) if take is not None else pg.insert_statement([task])
         try:
-            cursor = await conn.execute(sql, params, prepare=conveyor_settings.PREPARED_STATEMENTS)
+            row = await pg.execute_prepared(conn, sql, params)
         except psycopg.errors.UniqueViolation:
             # Stored by the first attempt: say what it stored (it may have taken an offer).
             cursor = await conn.execute(_AS_STORED, [task.id])
@@ -112,7 +112,7 @@ class EnqueueOps(BrokerBase):
             if row is not None:
                 offers.set_lease(task, row)
             return False
-        taken = take.taken(await cursor.fetchone()) if take is not None else None
+        taken = take.taken(row) if take is not None and row is not None else None
         if taken is not None:
             offers.set_lease(task, taken)
         return True

@@ -279,6 +279,44 @@ def _insert_then_flush_gen(raw: Any, sql: str, params: Sequence[Any], then: Call
     raise AssertionError("unreachable")
 
 
+async def execute_prepared(conn: Any, sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
+    """Run one statement on a psycopg ``AsyncConnection`` that nothing else is
+    using, as a prepared statement of this module's own (as ``insert_then_flush``'s),
+    and return its first row (None when it returns none).
+
+    psycopg's ``execute`` spends as long again on the way (a cursor, the
+    query's conversion, its own statement cache); an error is raised as
+    psycopg's (``UniqueViolation``, ...) and leaves the connection as
+    ``execute`` would. Outside a transaction only.
+    """
+    if not conveyor_settings.PREPARED_STATEMENTS:
+        cursor = await conn.execute(sql, params)
+        return await cursor.fetchone() if cursor.pgresult and cursor.pgresult.ntuples else None
+    return await conn.wait(_execute_prepared_gen(conn, sql, params))
+
+
+def _execute_prepared_gen(raw: Any, sql: str, params: Sequence[Any]) -> Any:
+    pgconn = raw.pgconn
+    tx = adapt.Transformer(raw)
+    values = tx.dump_sequence(params, [adapt.PyFormat.AUTO] * len(params))
+    types = tuple(tx.types)
+    for attempt in (1, 2):
+        names = _PIPELINED.setdefault(raw, {})
+        name = yield from _prepared(pgconn, names, sql, types, bounded=True)
+        pgconn.send_query_prepared(name, values, param_formats=tx.formats)
+        yield from generators.send(pgconn)
+        results = yield from generators.fetch_many(pgconn)
+        if attempt == 1 and _statement_missing(results):  # dropped (see _insert_then_flush_gen): again
+            _PIPELINED.pop(raw, None)
+            continue
+        _check(results, pgconn, "a statement")
+        if not results[0].ntuples:
+            return None
+        tx.set_pgresult(results[0])
+        return tx.load_row(0, tuple)
+    raise AssertionError("unreachable")
+
+
 def _prepared(
     pgconn: Any, names: dict[tuple[str, tuple[int, ...]], bytes], sql: str, types: tuple[int, ...], *, bounded: bool
 ) -> Any:

@@ -8,6 +8,7 @@ from typing import Any
 import psycopg
 import pytest
 from django.db import connections
+from django.test import override_settings
 
 from conveyor.api import render
 from conveyor.broker import TaskSpec
@@ -51,6 +52,29 @@ def test_stores_what_the_broker_stores_for_the_same_task(broker, hooks):
     stored_thread = broker.get_task(through_thread.task.id)
     assert _shown(stored_loop) == _shown(stored_thread)
     assert _shown(through_loop.task) == _shown(stored_loop)  # the answer is what was stored
+
+
+@pytest.mark.parametrize("prepared", [True, False])
+def test_stores_the_same_with_prepared_statements_on_and_off(broker, hooks, prepared):
+    # On: one statement of Conveyor's own per pattern, prepared on the leaser's
+    # connection once and reused; off: nothing prepared.
+    with override_settings(CONVEYOR={"PREPARED_STATEMENTS": prepared, "DISPATCH_OFFERS": False}):
+        leaser = LoopLeaser(broker)
+
+        async def three(leaser: LoopLeaser) -> tuple[list[Any], list[str]]:
+            stored = [await leaser.enqueue(TaskSpec(**SPEC)) for _ in range(3)]
+            names = await leaser.run(lambda conn: _prepared_names(conn))
+            return stored, names
+
+        stored, names = on_loop(leaser, three)
+    assert [broker.get_task(r.task.id).state for r in stored] == ["pending"] * 3
+    assert _shown(stored[0].task) == _shown(broker.get_task(stored[0].task.id))
+    assert len([n for n in names if n.startswith("conveyor_pipelined_")]) == (1 if prepared else 0)
+
+
+async def _prepared_names(conn: Any) -> list[str]:
+    cursor = await conn.execute("SELECT name FROM pg_prepared_statements")
+    return [name for (name,) in await cursor.fetchall()]
 
 
 def test_a_due_task_wakes_its_queue_and_is_announced_once_stored(broker, hooks):
