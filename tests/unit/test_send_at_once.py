@@ -72,12 +72,37 @@ def test_installing_twice_keeps_one_wrapper() -> None:
     assert tcp.Server.write is first
 
 
-def test_a_write_after_queued_headers_waits_behind_them(connection: tuple[tcp.Server, socket.socket]) -> None:
+def test_a_sequence_goes_at_once_as_one_write(connection: tuple[tcp.Server, socket.socket]) -> None:
     conn, peer = connection
-    conn.writeSequence([b"HTTP/1.1 200 OK\r\n", b"\r\n"])  # Twisted's HTTP headers: queued
+    conn.writeSequence([b"HTTP/1.1 200 OK\r\n", b"Content-Length: 4\r\n", b"\r\n"])  # Twisted's HTTP headers
     conn.write(b"body")
-    assert _received(peer) == b""  # nothing overtook the headers
-    assert b"".join(conn._tempDataBuffer) == b"HTTP/1.1 200 OK\r\n\r\nbody"
+    assert _received(peer) == b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nbody"
+    assert conn._tempDataBuffer == []
+
+
+def test_a_sequence_after_queued_data_waits_behind_it(connection: tuple[tcp.Server, socket.socket]) -> None:
+    conn, peer = connection
+    conn.registerProducer(_Pull(), False)  # the queued path
+    conn.write(b"first ")
+    conn.unregisterProducer()
+    conn.writeSequence([b"second ", b"third"])
+    assert _received(peer) == b""  # nothing overtook what was queued
+    assert b"".join(conn._tempDataBuffer) == b"first second third"
+
+
+def test_a_sequence_that_is_not_all_bytes_is_refused_as_twisted_refuses_it(
+    connection: tuple[tcp.Server, socket.socket],
+) -> None:
+    conn, peer = connection
+    with pytest.raises(TypeError):
+        conn.writeSequence([b"ok", "text"])
+    assert _received(peer) == b""
+
+
+class _Pull:
+    def resumeProducing(self) -> None: ...
+    def pauseProducing(self) -> None: ...
+    def stopProducing(self) -> None: ...
 
 
 def test_an_aborted_connection_sends_nothing_more(connection: tuple[tcp.Server, socket.socket]) -> None:
