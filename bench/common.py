@@ -141,6 +141,12 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a live process has used so far, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def percentile_rows(label: str, prefix: str) -> list[tuple[str, str, str]]:
     """The p50/p95/p99 rows of ``latency_percentiles(..., prefix)`` for print_table."""
     return [(label.format(p=f"p{p}"), f"{prefix}_p{p}_ms", "{:.1f}") for p in (50, 95, 99)]

@@ -42,6 +42,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.common import (
     REDIS_URL,
     ROOT,
+    cpu_seconds,
     fresh_database,
     latency_percentiles,
     peak_rss_mb,
@@ -228,7 +229,9 @@ def bench_backend(
         for _ in range(n):
             node.http.post("/api/v1/tasks", json={"type": "noop", "queue": "single", "json": {}})
         out["enqueue_one_per_s"] = n / (time.perf_counter() - start)
+        used = cpu_seconds(node.proc.pid)
         out["enqueue_one_stdlib_per_s"] = stdlib_enqueue(node.url, n)
+        out["node_cpu_per_enqueue_ms"] = (cpu_seconds(node.proc.pid) - used) / n * 1000
         out["enqueue_one_8_per_s"] = concurrent_enqueue(node.url, 8, 4000)
 
         # Enqueue in batches of 1000 (into the paused drain queue).
@@ -313,6 +316,7 @@ def main() -> None:
     rows = [
         ("enqueue one-by-one, httpx (tasks/s)", "enqueue_one_per_s", "{:,.0f}"),
         ("enqueue one-by-one, http.client (tasks/s)", "enqueue_one_stdlib_per_s", "{:,.0f}"),
+        ("node CPU per one-by-one enqueue (ms)", "node_cpu_per_enqueue_ms", "{:.2f}"),
         ("enqueue one-by-one, 8 producers (tasks/s)", "enqueue_one_8_per_s", "{:,.0f}"),
         ("enqueue batch of 1000 (tasks/s)", "enqueue_batch_per_s", "{:,.0f}"),
         (f"drain {args.tasks:,} no-op, concurrency {args.concurrency} (tasks/s)", "drain_per_s", "{:,.0f}"),
