@@ -54,7 +54,10 @@ from bench.common import (
 
 
 class Node:
-    def __init__(self, backend: str) -> None:
+    def __init__(self, backend: str, checkout: Path = ROOT) -> None:
+        """A node of *backend* on a fresh database, run from *checkout* (another
+        build's working tree, for a side-by-side run; the database is migrated
+        by this one's)."""
         url = fresh_database("sqlite" if backend == "dev" else "postgres", "conveyor_dispatch_bench")
         env = {
             **os.environ,
@@ -76,7 +79,7 @@ class Node:
         self.env = env  # a producer enqueuing from Django code needs the same database and layer
         self.shared_layer = backend != "dev"
         self.log = tempfile.NamedTemporaryFile("w+", prefix="conveyor-bench-node-", suffix=".log", delete=False)  # noqa: SIM115 (lives as long as the node)
-        self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, text=True)
+        self.proc = subprocess.Popen(argv, cwd=checkout, env=env, stdout=self.log, stderr=subprocess.STDOUT, text=True)
         self.url = self._wait_url()
         self.http = httpx.Client(base_url=self.url, timeout=60)
 
@@ -154,7 +157,7 @@ def stop_all(procs: list[subprocess.Popen]) -> list[float]:
 IDLE_TASKS = 200
 
 
-def stdlib_enqueue(url: str, count: int) -> float:
+def stdlib_enqueue(url: str, count: int, warmup: int = 0) -> float:
     """Tasks/s from one producer on the standard library's ``http.client``
     (keep-alive): the node's side with a client that costs less than httpx
     (~0.16 against ~0.48 ms of the producer's CPU per request here)."""
@@ -162,14 +165,20 @@ def stdlib_enqueue(url: str, count: int) -> float:
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
     body = json.dumps({"type": "noop", "queue": "single", "json": {}}).encode()
     headers = {"Content-Type": "application/json"}
+
+    def post() -> None:
+        conn.request("POST", "/api/v1/tasks", body=body, headers=headers)
+        response = conn.getresponse()
+        response.read()
+        if response.status != 201:
+            raise SystemExit(f"enqueue answered {response.status}")
+
     try:
+        for _ in range(warmup):
+            post()
         start = time.perf_counter()
         for _ in range(count):
-            conn.request("POST", "/api/v1/tasks", body=body, headers=headers)
-            response = conn.getresponse()
-            response.read()
-            if response.status != 201:
-                raise SystemExit(f"enqueue answered {response.status}")
+            post()
         return count / (time.perf_counter() - start)
     finally:
         conn.close()
