@@ -157,7 +157,7 @@ def stop_all(procs: list[subprocess.Popen]) -> list[float]:
 IDLE_TASKS = 200
 
 
-def stdlib_enqueue(url: str, count: int, warmup: int = 0) -> float:
+def stdlib_enqueue(url: str, count: int) -> float:
     """Tasks/s from one producer on the standard library's ``http.client``
     (keep-alive): the node's side with a client that costs less than httpx
     (~0.16 against ~0.48 ms of the producer's CPU per request here)."""
@@ -174,8 +174,6 @@ def stdlib_enqueue(url: str, count: int, warmup: int = 0) -> float:
             raise SystemExit(f"enqueue answered {response.status}")
 
     try:
-        for _ in range(warmup):
-            post()
         start = time.perf_counter()
         for _ in range(count):
             post()

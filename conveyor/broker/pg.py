@@ -220,12 +220,15 @@ def _busy(*args: Any) -> None:
     raise RuntimeError("the connection is busy with an enqueue's flush: a broker hook must not use it")
 
 
-# Statements ``insert_then_flush`` prepared, per connection: (sql, parameter types) -> name
-# (at most ``PIPELINED_MAX`` INSERTs, and the flush's).
+# Statements ``insert_then_flush`` and ``execute_prepared`` prepared, per connection:
+# (sql, parameter types) -> name (at most ``PIPELINED_MAX`` of them, and the flush's).
+# A statement found missing (psycopg's DEALLOCATE ALL) is forgotten when it is
+# next used, and prepared again.
 # Names are never reused in a process, so a name can only be missing, never taken.
 _PIPELINED: weakref.WeakKeyDictionary[Any, dict[tuple[str, tuple[int, ...]], bytes]] = weakref.WeakKeyDictionary()
 _PIPELINED_NAMES = itertools.count()
 PIPELINED_MAX = 32  # statements per connection (psycopg keys its own by parameter types too)
+_FLUSH_KEY = (WAIT_DURABLE, ())
 
 
 def _insert_then_flush_gen(raw: Any, sql: str, params: Sequence[Any], then: Callable[[tuple[Any, ...]], None]) -> Any:
@@ -237,7 +240,7 @@ def _insert_then_flush_gen(raw: Any, sql: str, params: Sequence[Any], then: Call
         names = _PIPELINED.setdefault(raw, {})
         insert = yield from _prepared(pgconn, names, sql, types, bounded=True)
         # The flush's statement too: planned once, it answers sooner.
-        wait = yield from _prepared(pgconn, names, WAIT_DURABLE, (), bounded=False)
+        wait = yield from _prepared(pgconn, names, *_FLUSH_KEY, bounded=False)
         pgconn.enter_pipeline_mode()
         pgconn.send_query_prepared(insert, values, param_formats=tx.formats)
         pgconn.pipeline_sync()
@@ -251,12 +254,14 @@ def _insert_then_flush_gen(raw: Any, sql: str, params: Sequence[Any], then: Call
             # DEALLOCATE ALL after a ROLLBACK, a DROP or an ALTER on this
             # connection): nothing was inserted; prepare them again and retry.
             _check_sync(synced, pgconn)
+            names.pop((sql, types), None)
             flushed = yield from generators.fetch_many(pgconn)
-            if not _statement_missing(flushed):
+            if _statement_missing(flushed):
+                names.pop(_FLUSH_KEY, None)
+            else:
                 _check(flushed, pgconn, WAIT_DURABLE)
             _check_sync((yield from generators.fetch_many(pgconn)), pgconn)
             pgconn.exit_pipeline_mode()
-            _PIPELINED.pop(raw, None)
             continue
         try:
             _check(inserted, pgconn, "INSERT")
@@ -270,7 +275,7 @@ def _insert_then_flush_gen(raw: Any, sql: str, params: Sequence[Any], then: Call
         _check_sync(synced, pgconn)
         pgconn.exit_pipeline_mode()
         if _statement_missing(flushed):  # (dropped alone, by a DEALLOCATE of its name)
-            names.pop((WAIT_DURABLE, ()), None)
+            names.pop(_FLUSH_KEY, None)
             pgconn.send_query(_WAIT_DURABLE)
             yield from generators.send(pgconn)
             flushed = yield from generators.fetch_many(pgconn)
@@ -289,6 +294,8 @@ async def execute_prepared(conn: Any, sql: str, params: Sequence[Any]) -> tuple[
     psycopg's (``UniqueViolation``, ...) and leaves the connection as
     ``execute`` would. Outside a transaction only.
     """
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        raise psycopg.ProgrammingError("execute_prepared runs outside a transaction only")
     if not conveyor_settings.PREPARED_STATEMENTS:
         cursor = await conn.execute(sql, params)
         return await cursor.fetchone() if cursor.pgresult and cursor.pgresult.ntuples else None
@@ -307,7 +314,7 @@ def _execute_prepared_gen(raw: Any, sql: str, params: Sequence[Any]) -> Any:
         yield from generators.send(pgconn)
         results = yield from generators.fetch_many(pgconn)
         if attempt == 1 and _statement_missing(results):  # dropped (see _insert_then_flush_gen): again
-            _PIPELINED.pop(raw, None)
+            names.pop((sql, types), None)
             continue
         _check(results, pgconn, "a statement")
         if not results[0].ntuples:
@@ -323,21 +330,22 @@ def _prepared(
     """The name of this connection's statement for *sql* and parameter
     *types*, prepared now if it is not yet (a generator for ``wait``).
 
-    *bounded*: at ``PIPELINED_MAX`` such statements, every statement goes
+    *bounded*: at ``PIPELINED_MAX`` such statements, every bounded one goes
     before a new one is prepared (each pattern of None among an INSERT's
-    optional fields is a statement of its own).
+    optional fields is a statement of its own); the flush's is not bounded.
     """
     name = names.get((sql, types))
     if name is not None:
         return name
-    if bounded and len(names) >= PIPELINED_MAX:
-        for old in names.values():
-            pgconn.send_query(b"DEALLOCATE " + old)
-            yield from generators.send(pgconn)
-            gone = yield from generators.fetch_many(pgconn)
-            if not _statement_missing(gone):  # (dropped already by a DEALLOCATE ALL)
-                _check(gone, pgconn, "DEALLOCATE")
-        names.clear()
+    if bounded:
+        several = [key for key in names if key != _FLUSH_KEY]
+        if len(several) >= PIPELINED_MAX:
+            for key in several:
+                pgconn.send_query(b"DEALLOCATE " + names.pop(key))
+                yield from generators.send(pgconn)
+                gone = yield from generators.fetch_many(pgconn)
+                if not _statement_missing(gone):  # (dropped already by a DEALLOCATE ALL)
+                    _check(gone, pgconn, "DEALLOCATE")
     name = f"conveyor_pipelined_{next(_PIPELINED_NAMES)}".encode()
     pgconn.send_prepare(name, _numbered(sql).encode(), param_types=types)
     yield from generators.send(pgconn)

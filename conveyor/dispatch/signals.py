@@ -296,11 +296,12 @@ class _Line:
     afresh with a connection of its own (``_forked``).
 
     redis-py makes the connection (address, credentials, database, TLS);
-    the commands and their replies then go over its socket directly: a
-    PUBLISH is one ``sendall`` of bytes built here, and the replies that are
-    in are read without waiting (``recv`` with ``MSG_DONTWAIT``) and only
-    counted. That is safe because each reply to a PUBLISH is one line (an
-    integer, or an error), so one line in is one reply less owed.
+    the commands and their replies then go over its socket directly, made
+    non-blocking: a PUBLISH is written as bytes built here, and the replies
+    that are in are read without waiting and only counted. That is safe
+    because the connection speaks RESP2 with nothing pushed unasked (no
+    RESP3, no maintenance notifications), and each reply to a PUBLISH is
+    one line (an integer, or an error): one line in is one reply less owed.
     """
 
     OWED = 64
@@ -309,7 +310,14 @@ class _Line:
     def __init__(self, pool: Any) -> None:
         # Made outside the pool's count: the pool refuses to make more than
         # its max_connections, and this one is never handed back to it.
-        self._make = functools.partial(pool.connection_class, **pool.connection_kwargs)
+        options = dict(pool.connection_kwargs)
+        options["protocol"] = 2
+        if "maint_notifications_config" in options:  # (redis-py 7+: pushed frames of several lines)
+            from redis.maint_notifications import MaintNotificationsConfig
+
+            options["maint_notifications_config"] = MaintNotificationsConfig(enabled=False)
+            options.pop("maint_notifications_pool_handler", None)
+        self._make = functools.partial(pool.connection_class, **options)
         self._forked()
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=functools.partial(_after_fork, weakref.ref(self)))
@@ -333,49 +341,63 @@ class _Line:
             try:
                 self._write(conn, command)
             except BaseException as exc:
-                conn.disconnect()
-                self.owed = 0
+                self._drop(conn)
                 if not (kept and isinstance(exc, (redis.RedisError, OSError))):
                     raise  # (a fresh connection that failed gets no second wait)
                 # A message written on the kept one before it failed may be lost
                 # (best effort, as a wake Redis refuses).
                 logger.warning("Redis closed the publishing connection (%s); reconnecting", exc)
-                self._write(conn, command)  # connects again; a failure raises
+                try:
+                    self._write(conn, command)  # connects again; a failure raises
+                except BaseException:
+                    self._drop(conn)  # (nothing half-written stays on it)
+                    raise
+
+    def _drop(self, conn: Any) -> None:
+        conn.disconnect()
+        self.owed = 0
 
     def _write(self, conn: Any, command: bytes) -> None:
         if not conn.is_connected:
             conn.connect()
         sock = conn._sock
         if sock.gettimeout() != 0:
-            sock.settimeout(0)  # reads never wait from here on; waits are poll's
+            sock.settimeout(0)  # reads never wait from here on; waits are _wait_for's
+        deadline = None if conn.socket_timeout is None else time.monotonic() + conn.socket_timeout
         # Read the replies that are in, and look for a close: a message
         # written on a connection the server closed would vanish.
         self._in(sock)
         while self.owed >= self.OWED:
-            self._wait_in(sock, conn.socket_timeout)
+            self._wait_in(sock, deadline)
         view = memoryview(command)
         while view:
             try:
                 view = view[sock.send(view) :]
-            except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
-                _wait_for(sock, select.POLLOUT, conn.socket_timeout)
+            except (BlockingIOError, ssl.SSLWantWriteError):
+                _wait_for(sock, _WRITABLE, deadline)
+            except ssl.SSLWantReadError:  # (TLS renegotiation: it must read first)
+                _wait_for(sock, _READABLE, deadline)
         self.owed += 1
 
     def _in(self, sock: Any) -> None:
-        """Take in the replies that have arrived, without waiting."""
-        self._take(sock)
+        """Take in everything that has arrived, without waiting: every reply,
+        and a close behind them (which raises)."""
+        while self._take(sock):
+            pass
 
-    def _take(self, sock: Any) -> None:
+    def _take(self, sock: Any) -> bool:
+        """Read what is there (without waiting); whether anything was."""
         try:
             chunk = sock.recv(_CHUNK)
-        except (BlockingIOError, ssl.SSLWantReadError):
-            return
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return False
         self._count(chunk)
+        return True
 
-    def _wait_in(self, sock: Any, timeout: float | None) -> None:
-        """Wait up to *timeout* seconds for replies, and take them in."""
+    def _wait_in(self, sock: Any, deadline: float | None) -> None:
+        """Wait until *deadline* (``time.monotonic()``) for replies, and take them in."""
         if not (isinstance(sock, ssl.SSLSocket) and sock.pending()):
-            _wait_for(sock, select.POLLIN, timeout)
+            _wait_for(sock, _READABLE, deadline)
         self._take(sock)
 
     def _count(self, chunk: bytes) -> None:
@@ -399,12 +421,9 @@ class _Line:
 
     def _settle(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
-        while self.owed and self.conn is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
+        while self.owed and self.conn is not None and self.conn.is_connected:
             try:
-                self._wait_in(self.conn._sock, left)
+                self._wait_in(self.conn._sock, deadline)
             except TimeoutError:
                 return False
         return not self.owed
@@ -423,9 +442,8 @@ class _Line:
             except Exception:
                 logger.debug("replies not read before closing", exc_info=True)
             finally:
-                self.conn.disconnect()
+                self._drop(self.conn)
                 self.conn = None
-                self.owed = 0
         finally:
             self.lock.release()
 
@@ -433,11 +451,23 @@ class _Line:
 _CHUNK = 65536
 
 
-def _wait_for(sock: Any, event: int, timeout: float | None) -> None:
-    """Wait until *sock* is ready for *event* (``select.POLLIN`` or ``POLLOUT``)."""
-    poll = select.poll()
-    poll.register(sock, event)
-    if not poll.poll(None if timeout is None else max(0, int(timeout * 1000))):
+_READABLE, _WRITABLE = (select.POLLIN, select.POLLOUT) if hasattr(select, "poll") else (1, 4)
+
+
+def _wait_for(sock: Any, event: int, deadline: float | None) -> None:
+    """Wait until *sock* is ready for *event* (``_READABLE`` or ``_WRITABLE``),
+    or raise ``TimeoutError`` at *deadline* (``time.monotonic()``; None: never)."""
+    timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+    if hasattr(select, "poll"):
+        poll = select.poll()
+        poll.register(sock, event)
+        ready = bool(poll.poll(None if timeout is None else int(timeout * 1000)))
+    else:  # (Windows)
+        readable, writable, _ = select.select(
+            [sock] if event == _READABLE else [], [sock] if event == _WRITABLE else [], [], timeout
+        )
+        ready = bool(readable or writable)
+    if not ready:
         raise TimeoutError("Redis did not answer in time")
 
 

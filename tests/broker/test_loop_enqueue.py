@@ -11,7 +11,7 @@ from django.db import connections
 from django.test import override_settings
 
 from conveyor.api import render
-from conveyor.broker import TaskSpec
+from conveyor.broker import TaskSpec, pg
 from conveyor.broker.types import Dependency
 from conveyor.dispatch.loop_lease import LoopLeaser
 from conveyor.exceptions import InvalidArgument
@@ -70,6 +70,36 @@ def test_stores_the_same_with_prepared_statements_on_and_off(broker, hooks, prep
     assert [broker.get_task(r.task.id).state for r in stored] == ["pending"] * 3
     assert _shown(stored[0].task) == _shown(broker.get_task(stored[0].task.id))
     assert len([n for n in names if n.startswith("conveyor_pipelined_")]) == (1 if prepared else 0)
+
+
+def test_the_loops_insert_survives_its_prepared_statement_being_dropped(broker, hooks):
+    with override_settings(CONVEYOR={"DISPATCH_OFFERS": False}):
+        leaser = LoopLeaser(broker)
+
+        async def around_a_deallocate(leaser: LoopLeaser) -> tuple[list[Any], list[str], list[str]]:
+            first = await leaser.enqueue(TaskSpec(**SPEC))
+            before = await leaser.run(lambda conn: _prepared_names(conn))
+            await leaser.run(lambda conn: conn.execute("DEALLOCATE ALL"))  # as psycopg does after a ROLLBACK
+            second = await leaser.enqueue(TaskSpec(**SPEC))  # refused as missing, prepared again, stored once
+            after = await leaser.run(lambda conn: _prepared_names(conn))
+            return [first, second], before, after
+
+        stored, before, after = on_loop(leaser, around_a_deallocate)
+    assert [broker.get_task(r.task.id).state for r in stored] == ["pending"] * 2
+    assert Task.objects.using(broker.db).filter(type=SPEC["type"]).count() == 2
+    assert len(before) == len(after) == 1 and before != after  # a new name for the same statement
+
+
+def test_the_loops_insert_refuses_to_run_inside_a_transaction(broker):
+    async def inside(leaser: LoopLeaser) -> None:
+        async def run(conn: Any) -> None:
+            async with conn.transaction():
+                await pg.execute_prepared(conn, "SELECT 1", [])
+
+        await leaser.run(run)
+
+    with pytest.raises(psycopg.ProgrammingError, match="outside a transaction"):
+        on_loop(LoopLeaser(broker), inside)
 
 
 async def _prepared_names(conn: Any) -> list[str]:

@@ -303,6 +303,23 @@ def test_the_flush_statement_dropped_alone_still_waits_for_the_flush(db_alias, c
     assert sum("pg_logical_emit_message" in text for text in prepared_texts(db_alias).values()) == 1
 
 
+def test_an_insert_statement_dropped_by_name_is_prepared_again_and_the_rest_kept(db_alias, clock):
+    broker = Broker(clock=clock, using=db_alias, hooks=Watching(db_alias, djangos(db_alias)))
+    broker.enqueue(TaskSpec(type="t", queue="email"))
+    before = prepared_texts(db_alias)
+    [insert] = [name for name, text in before.items() if "INSERT INTO" in text]
+    with connections[db_alias].cursor() as cursor:
+        cursor.execute(f"DEALLOCATE {insert}")
+
+    task = broker.enqueue(TaskSpec(type="t", queue="email"))
+
+    assert Task.objects.using(db_alias).filter(id=task.id).exists()
+    after = prepared_texts(db_alias)
+    assert insert not in after and sum("INSERT INTO" in text for text in after.values()) == 1
+    flush = {name for name, text in before.items() if "pg_logical_emit_message" in text}
+    assert flush and flush <= set(after)  # the flush's statement kept its name
+
+
 def prepared_texts(alias: str) -> dict[str, str]:
     with connections[alias].cursor() as cursor:
         cursor.execute("SELECT name, statement FROM pg_prepared_statements")
@@ -387,14 +404,16 @@ def test_a_connection_keeps_a_bounded_number_of_pipelined_statements(db_alias, c
         broker.enqueue(spec)
 
     assert Task.objects.using(db_alias).count() == 6
-    assert len({n for n in prepared(db_alias) if n.startswith("conveyor_pipelined_")}) <= 2
+    ours = {name: text for name, text in prepared_texts(db_alias).items() if name.startswith("conveyor_pipelined_")}
+    assert 1 <= sum("INSERT INTO" in text for text in ours.values()) <= 2  # the bound: INSERTs
+    assert sum("pg_logical_emit_message" in text for text in ours.values()) == 1  # and the flush's, kept
 
 
 def test_statements_dropped_before_the_bound_is_reached_do_not_stop_the_next_one(db_alias, clock, monkeypatch):
     monkeypatch.setattr(pg, "PIPELINED_MAX", 2)
     broker = Broker(clock=clock, using=db_alias, hooks=Watching(db_alias, djangos(db_alias)))
     broker.enqueue(TaskSpec(type="t"))
-    broker.enqueue(TaskSpec(type="t", timeout=5))  # two statements: the bound
+    broker.enqueue(TaskSpec(type="t", timeout=5))  # two INSERT statements: the bound
     with connections[db_alias].cursor() as cursor:
         cursor.execute("DEALLOCATE ALL")
 

@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import sys
+import time
 import uuid
 import warnings
 from collections.abc import Awaitable, Callable, Iterator
@@ -504,6 +505,34 @@ def test_a_direct_publisher_whose_connection_was_killed_reconnects_and_delivers(
 
     assert _received(layer, 2, publish) == [0, 1]
     assert "reconnecting" in caplog.text
+
+
+def test_a_close_behind_an_unread_reply_is_noticed_before_the_next_write(
+    layer: BaseChannelLayer, publisher: DirectPublisher, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The last reply is still unread when Redis closes the connection: the
+    # socket holds the reply, then the close. Both must be read before writing.
+    killer = redis.Redis.from_url(REDIS_URL)
+
+    async def publish() -> None:
+        publisher.publish("g", {"type": "t", "n": 0})
+        sock = publisher._line.conn._sock
+        signals._wait_for(sock, signals._READABLE, time.monotonic() + 5)  # its reply is in, unread
+        assert publisher._line.owed == 1
+        _kill(publisher, killer)
+        await asyncio.sleep(0.05)  # the close has reached this side, behind the reply
+        publisher.publish("g", {"type": "t", "n": 1})
+
+    assert _received(layer, 2, publish) == [0, 1]
+    assert "reconnecting" in caplog.text
+
+
+def test_the_publishing_connection_speaks_resp2_with_nothing_pushed(publisher: DirectPublisher) -> None:
+    publisher.publish("g", {"type": "t"})
+    connection = publisher._line.conn
+    assert connection.protocol in (2, "2")  # (redis-py's default is RESP3)
+    config = getattr(connection, "maint_notifications_config", None)
+    assert config is None or not config.enabled
 
 
 def test_reconnecting_more_often_than_the_pool_allows_connections_keeps_publishing(

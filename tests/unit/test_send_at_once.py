@@ -67,12 +67,12 @@ def test_what_the_socket_does_not_take_is_queued_in_order(connection: tuple[tcp.
 
 def test_installing_twice_keeps_one_wrapper() -> None:
     send_at_once()
-    first = tcp.Server.write
+    first, first_sequence = tcp.Server.write, tcp.Server.writeSequence
     send_at_once()
-    assert tcp.Server.write is first
+    assert tcp.Server.write is first and tcp.Server.writeSequence is first_sequence
 
 
-def test_a_sequence_goes_at_once_as_one_write(connection: tuple[tcp.Server, socket.socket]) -> None:
+def test_a_sequence_goes_at_once(connection: tuple[tcp.Server, socket.socket]) -> None:
     conn, peer = connection
     conn.writeSequence([b"HTTP/1.1 200 OK\r\n", b"Content-Length: 4\r\n", b"\r\n"])  # Twisted's HTTP headers
     conn.write(b"body")
@@ -147,3 +147,32 @@ def test_a_connection_carrying_twisteds_http_channel_sends_at_once(
     assert conn.producer is not None  # the channel registered itself (as a push producer)
     conn.write(b'{"type":"dispatch"}')
     assert _received(peer) == b'{"type":"dispatch"}'
+
+
+def test_daphnes_requests_leave_form_bodies_to_the_application() -> None:
+    # (tests/e2e/test_http_node.py: a form POST still reaches Django whole.)
+    from daphne.http_protocol import HTTPFactory, WebRequest
+    from daphne.server import Server
+
+    from conveyor.dispatch.server import requests_as_they_came
+
+    requests_as_they_came()
+    requests_as_they_came()  # idempotent
+    server = Server(application=None, endpoints=["tcp:port=0:interface=127.0.0.1"])
+    server.connections = {}  # (what its run() sets up; it is not run here)
+    factory = HTTPFactory(server)
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        peer = socket.create_connection(listening.getsockname())
+        ours, address = listening.accept()
+    loop = asyncio.new_event_loop()
+    try:
+        reactor = AsyncioSelectorReactor(loop)
+        protocol = factory.buildProtocol(address)
+        protocol.makeConnection(tcp.Server(ours, protocol, address, tcp.Port(0, factory, reactor=reactor), 1, reactor))
+        request = protocol.requestFactory(protocol._channel)  # as Twisted's HTTP channel makes each request
+        assert isinstance(request, WebRequest)  # Daphne's, as before
+        assert request._parsePOSTFormSubmission is False  # Twisted's switch: no request.args from the body
+    finally:
+        peer.close()
+        ours.close()
+        loop.close()
