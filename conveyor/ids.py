@@ -18,12 +18,14 @@ _last_rand = 0
 _RAND_MAX = (1 << 80) - 1
 
 
+_PAIRS = [a + b for a in ALPHABET for b in ALPHABET]  # every two digits, by their 10 bits
+
+
 def _encode(value: int, length: int) -> str:
-    chars = []
-    for _ in range(length):
-        chars.append(ALPHABET[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
+    """*value* (below 32 ** *length*) as *length* Crockford base32 digits, most significant first."""
+    odd = length % 2
+    head = ALPHABET[value >> (5 * (length - 1))] if odd else ""
+    return head + "".join([_PAIRS[(value >> shift) & 1023] for shift in range(5 * (length - odd) - 10, -1, -10)])
 
 
 def new_ulid(when: datetime) -> str:
@@ -36,7 +38,7 @@ def new_ulid(when: datetime) -> str:
         else:
             rand = int.from_bytes(os.urandom(10), "big") >> 1  # leave room to increment
         _last_ms, _last_rand = ms, rand
-    return _encode(ms, 10) + _encode(rand, 16)
+    return _encode(ms << 80 | rand, 26)
 
 
 def new_ulids(when: datetime, count: int) -> list[str]:

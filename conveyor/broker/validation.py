@@ -173,7 +173,9 @@ def _retry(spec: TaskSpec) -> tuple[str, float | None, float | None]:
 
 
 def check_dependencies(spec: TaskSpec) -> list[tuple[str, str]]:
-    deps = list(spec.depends_on or ())
+    if not spec.depends_on:
+        return []
+    deps = list(spec.depends_on)
     if len(deps) > conveyor_settings.MAX_DEPENDENCIES:
         raise InvalidArgument("depends_on", f"must have at most {conveyor_settings.MAX_DEPENDENCIES} entries")
     seen: set[str] = set()

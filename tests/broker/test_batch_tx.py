@@ -207,6 +207,30 @@ def test_batch_of_1000_items_is_accepted(broker):
     assert broker.tasks.count() == 1000
 
 
+def test_a_large_batch_stores_each_field_as_one_task_stores_it(broker):
+    # Above a few rows a batch goes in by COPY (PostgreSQL): metadata as JSON,
+    # bytes as they are (any byte, not only text), every option kept.
+    options = [
+        {"payload": bytes(range(256)), "metadata": {"k": "v", "quote": 'a"b'}},
+        {"payload": b"", "metadata": None, "priority": 9, "timeout": 30, "retention": 5},
+        {"payload": b"\\x00\t\n\\N", "concurrency_key": "k", "max_retry": 0, "expires_in": 60},
+    ]
+    batch = broker.enqueue_batch([spec(queue="q", **o) for o in options * 10])
+    alone = [broker.enqueue(spec(queue="q", **o)) for o in options]
+
+    def stored(task_id: str) -> dict:
+        task = broker.get_task(task_id)
+        return {
+            name: getattr(task, name)
+            for name in ("queue", "type", "priority", "max_retry", "timeout", "retention", "concurrency_key", "state")
+        } | {"payload": bytes(task.payload), "metadata": task.metadata, "expires": task.expires_at is not None}
+
+    assert all(r.created for r in batch)
+    for i, result in enumerate(batch):
+        assert stored(result.task.id) == stored(alone[i % 3].id)
+    assert stored(batch[0].task.id)["payload"] == bytes(range(256))
+
+
 # -- transaction ---------------------------------------------------------------------
 
 

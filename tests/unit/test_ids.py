@@ -68,3 +68,28 @@ def test_random_token_is_unguessable_and_url_safe():
     assert len(tokens) == 100
     assert all(len(t) == 26 and set(t) <= set(ALPHABET) for t in tokens)
     assert len(random_token(32)) == 52
+
+
+def _digits(value: int, length: int) -> str:
+    """Crockford base32 the long way: five bits at a time from the right."""
+    out = []
+    for _ in range(length):
+        out.append(ALPHABET[value & 31])
+        value >>= 5
+    return "".join(reversed(out))
+
+
+@pytest.mark.parametrize("length", [1, 2, 7, 10, 13, 16, 26, 52])
+def test_the_encoding_is_crockford_base32_digit_for_digit(length):
+    import random
+
+    rng = random.Random(length)
+    top = 32**length - 1
+    edges = [v for v in (0, 1, 31, 32, 1023, 1024) if v <= top]
+    values = [*edges, top, top >> 1, *(rng.randrange(top + 1) for _ in range(500))]
+    assert [ids._encode(v, length) for v in values] == [_digits(v, length) for v in values]
+
+
+def test_a_ulid_is_its_millisecond_then_its_random_part():
+    ulid = new_ulid(WHEN)
+    assert ulid == _digits(int(WHEN.timestamp() * 1000), 10) + _digits(ids._last_rand, 16)
