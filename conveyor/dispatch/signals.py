@@ -27,6 +27,7 @@ import atexit
 import concurrent.futures
 import functools
 import logging
+import math
 import os
 import select
 import ssl
@@ -157,6 +158,14 @@ class LayerSender:
         backlog past ``BACKLOG_MAX`` is dropped (and counted).
         """
         loop = self._start()
+        # What does not fit now is dropped now: the room a call finds is the
+        # room it has, however soon its first messages go out.
+        with self._lock:
+            room = max(0, BACKLOG_MAX - self._backlog)
+            warn = self._count_dropped(max(0, len(events) - room))
+        if warn:
+            logger.warning("channel layer backlog full: %d events dropped so far", self.dropped)
+        events = events[:room]
         for start in range(0, len(events), EVENT_BATCH_MAX):
             self._gather(loop, layer, events[start : start + EVENT_BATCH_MAX])
 
@@ -461,7 +470,7 @@ def _wait_for(sock: Any, event: int, deadline: float | None) -> None:
     if hasattr(select, "poll"):
         poll = select.poll()
         poll.register(sock, event)
-        ready = bool(poll.poll(None if timeout is None else int(timeout * 1000)))
+        ready = bool(poll.poll(None if timeout is None else math.ceil(timeout * 1000)))
     else:  # (Windows)
         readable, writable, _ = select.select(
             [sock] if event == _READABLE else [], [sock] if event == _WRITABLE else [], [], timeout

@@ -90,6 +90,32 @@ def test_the_loops_insert_survives_its_prepared_statement_being_dropped(broker, 
     assert len(before) == len(after) == 1 and before != after  # a new name for the same statement
 
 
+def test_a_loop_statement_dropped_by_name_is_the_only_one_prepared_again(broker, hooks):
+    other = {**SPEC, "timeout": None}  # another pattern of None: a statement of its own
+    with override_settings(CONVEYOR={"DISPATCH_OFFERS": False}):
+        leaser = LoopLeaser(broker)
+
+        async def scenario(leaser: LoopLeaser) -> tuple[dict[str, str], dict[str, str]]:
+            await leaser.enqueue(TaskSpec(**SPEC))
+            await leaser.enqueue(TaskSpec(**other))
+            before = await leaser.run(lambda conn: _prepared_texts(conn))
+            dropped = next(iter(before))  # SPEC's, prepared first (the two differ by their parameters' types)
+            await leaser.run(lambda conn: conn.execute(f"DEALLOCATE {dropped}"))
+            await leaser.enqueue(TaskSpec(**SPEC))  # missing: prepared again
+            await leaser.enqueue(TaskSpec(**other))  # still there, under its name
+            after = await leaser.run(lambda conn: _prepared_texts(conn))
+            return before, after
+
+        before, after = on_loop(leaser, scenario)
+    assert len(before) == len(after) == 2
+    assert len(set(before) & set(after)) == 1  # the one not dropped kept its name
+
+
+async def _prepared_texts(conn: Any) -> dict[str, str]:
+    cursor = await conn.execute("SELECT name, statement FROM pg_prepared_statements ORDER BY prepare_time")
+    return dict(await cursor.fetchall())
+
+
 def test_the_loops_insert_refuses_to_run_inside_a_transaction(broker):
     async def inside(leaser: LoopLeaser) -> None:
         async def run(conn: Any) -> None:

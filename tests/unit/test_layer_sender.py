@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
 import signal
 import sys
 import time
@@ -520,7 +521,9 @@ def test_a_close_behind_an_unread_reply_is_noticed_before_the_next_write(
         signals._wait_for(sock, signals._READABLE, time.monotonic() + 5)  # its reply is in, unread
         assert publisher._line.owed == 1
         _kill(publisher, killer)
-        await asyncio.sleep(0.05)  # the close has reached this side, behind the reply
+        closed = select.poll()
+        closed.register(sock, select.POLLRDHUP)
+        assert closed.poll(5000)  # the close has reached this side, behind the reply
         publisher.publish("g", {"type": "t", "n": 1})
 
     assert _received(layer, 2, publish) == [0, 1]
