@@ -112,7 +112,7 @@ class EnqueueOps(BrokerBase):
             if row is not None:
                 offers.set_lease(task, row)
             return False
-        taken = take.taken(row) if take is not None and row is not None else None
+        taken = take.taken(row) if take is not None else None  # (its RETURNING always gives a row)
         if taken is not None:
             offers.set_lease(task, taken)
         return True

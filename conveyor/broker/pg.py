@@ -254,11 +254,9 @@ _FLUSH_KEY = (WAIT_DURABLE, ())
 
 def _insert_then_flush_gen(raw: Any, sql: str, params: Sequence[Any], then: Callable[[tuple[Any, ...]], None]) -> Any:
     pgconn = raw.pgconn
-    tx = adapt.Transformer(raw)
-    values = tx.dump_sequence(params, [adapt.PyFormat.AUTO] * len(params))
-    types = tuple(tx.types)
+    tx, values, types = _dumped(raw, params)
+    names = _PIPELINED.setdefault(raw, {})
     for attempt in (1, 2):
-        names = _PIPELINED.setdefault(raw, {})
         insert = yield from _prepared(pgconn, names, sql, types, bounded=True)
         # The flush's statement too: planned once, it answers sooner.
         wait = yield from _prepared(pgconn, names, *_FLUSH_KEY, bounded=False)
@@ -287,8 +285,7 @@ def _insert_then_flush_gen(raw: Any, sql: str, params: Sequence[Any], then: Call
         try:
             _check(inserted, pgconn, "INSERT")
             _check_sync(synced, pgconn)
-            tx.set_pgresult(inserted[0])
-            row = tx.load_row(0, tuple)
+            row = _first_row(tx, inserted[0])
             then(row)
         finally:
             flushed = yield from generators.fetch_many(pgconn)
@@ -325,11 +322,9 @@ async def execute_prepared(conn: Any, sql: str, params: Sequence[Any]) -> tuple[
 
 def _execute_prepared_gen(raw: Any, sql: str, params: Sequence[Any]) -> Any:
     pgconn = raw.pgconn
-    tx = adapt.Transformer(raw)
-    values = tx.dump_sequence(params, [adapt.PyFormat.AUTO] * len(params))
-    types = tuple(tx.types)
+    tx, values, types = _dumped(raw, params)
+    names = _PIPELINED.setdefault(raw, {})
     for attempt in (1, 2):
-        names = _PIPELINED.setdefault(raw, {})
         name = yield from _prepared(pgconn, names, sql, types, bounded=True)
         pgconn.send_query_prepared(name, values, param_formats=tx.formats)
         yield from generators.send(pgconn)
@@ -338,11 +333,20 @@ def _execute_prepared_gen(raw: Any, sql: str, params: Sequence[Any]) -> Any:
             names.pop((sql, types), None)
             continue
         _check(results, pgconn, "a statement")
-        if not results[0].ntuples:
-            return None
-        tx.set_pgresult(results[0])
-        return tx.load_row(0, tuple)
+        return _first_row(tx, results[0]) if results[0].ntuples else None
     raise AssertionError("unreachable")
+
+
+def _dumped(raw: Any, params: Sequence[Any]) -> tuple[Any, list[Any], tuple[int, ...]]:
+    """A transformer for *raw*'s statements, *params* dumped by it, and their types' oids."""
+    tx = adapt.Transformer(raw)
+    values = tx.dump_sequence(params, [adapt.PyFormat.AUTO] * len(params))
+    return tx, values, tuple(tx.types)
+
+
+def _first_row(tx: Any, result: Any) -> tuple[Any, ...]:
+    tx.set_pgresult(result)
+    return tx.load_row(0, tuple)
 
 
 def _prepared(
