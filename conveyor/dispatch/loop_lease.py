@@ -151,17 +151,19 @@ class LoopLeaser:
         """INSERT, and announce, *task*.
 
         A pooled connection may have been ended by the server while idle (a
-        terminated session, a restarted server): then the INSERT is tried
-        once more, at once, on a new connection. The task's id is fixed
-        before the first try, so if the first did commit the second meets
-        the primary key and the task is still stored once. Any other error
-        (a lost connection, which may have committed or not) is the
-        caller's, as it is on Django's connections.
+        terminated session, a restarted server) or lost on the way: then the
+        INSERT is tried once more, at once, on a new connection. Whether the
+        error carries the server's reason (``ENDED_BY_THE_SERVER``) or none
+        (the socket was found closed before its answer was read) depends on
+        when the end reached the client. The task's id is fixed before the
+        first try, so if the first did commit the second meets the primary
+        key and the task is still stored once. Any other error (the server
+        refused the statement) is the caller's.
         """
         try:
             stored = await self._other(lambda conn: self.broker.insert_on(conn, task))
         except psycopg.OperationalError as exc:
-            if getattr(exc, "sqlstate", None) not in ENDED_BY_THE_SERVER:
+            if getattr(exc, "sqlstate", None) not in ENDED_BY_THE_SERVER | {None}:
                 raise
             logger.warning("enqueue: the server ended a pooled connection (%s); trying a new one", exc)
             await self._other(lambda conn: self.broker.insert_on(conn, task), fresh=True)

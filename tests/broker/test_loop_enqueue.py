@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 from typing import Any
 
 import psycopg
@@ -215,6 +217,28 @@ def test_after_the_server_ends_every_pooled_connection_an_enqueue_still_succeeds
 
     idle, result = asyncio.run(go())
     assert idle == 2
+    assert result.created
+    assert broker.tasks.filter(queue="c").count() == 1
+    assert hooks.woken() >= {"c"}
+
+
+def test_an_enqueue_on_a_connection_lost_without_a_word_from_the_server_succeeds_once(broker, hooks):
+    # The socket closes under an idle pooled connection with no error from
+    # the server to read (psycopg: "server closed the connection
+    # unexpectedly", no SQLSTATE): the INSERT is tried again on a new one.
+    leaser = LoopLeaser(broker)
+
+    async def go():
+        try:
+            await leaser.enqueue(TaskSpec(type="warm", queue="q"))  # one idle connection now
+            [idle] = leaser._idle
+            with socket.socket(fileno=os.dup(idle.pgconn.socket)) as sock:
+                sock.shutdown(socket.SHUT_RDWR)
+            return await leaser.enqueue(TaskSpec(type="t", queue="c"))
+        finally:
+            await leaser.close()
+
+    result = asyncio.run(go())
     assert result.created
     assert broker.tasks.filter(queue="c").count() == 1
     assert hooks.woken() >= {"c"}
