@@ -99,6 +99,9 @@ def api_tokens() -> Iterator[None]:
 @schema.parametrize()
 @settings(max_examples=10, deadline=timedelta(seconds=10), suppress_health_check=list(HealthCheck))
 def test_schemathesis_finds_no_server_error_and_no_schema_violation(api_tokens, case):
+    # A generated Host header is the transport's, not the API's: Django answers a
+    # blank or foreign one with 400 at any URL (ALLOWED_HOSTS), before the API.
+    case.headers = {k: v for k, v in (case.headers or {}).items() if k.lower() != "host"}
     excluded = [positive_data_acceptance]
     if case.operation.definition.raw.get("operationId") == "enqueue_batch":
         excluded.append(negative_data_rejection)
