@@ -3,10 +3,10 @@
     .venv/bin/python bench/dispatch_bench.py [--backends dev,cluster] [--tasks 20000]
 
 Per backend (dev = SQLite + in-memory layer; cluster = PostgreSQL + Redis):
-  * enqueue tasks/s over HTTP: one by one from one producer (on httpx, and on
-    the standard library's http.client, which costs the producer a third as
-    much) and from 8 concurrent producers (threads of the benchmark process),
-    and in batches of 1000
+  * enqueue tasks/s over HTTP: one by one from one producer (the SDK's
+    Client.enqueue, and a bare http.client loop that builds nothing: the
+    node's side alone) and from 8 concurrent producers (threads of the
+    benchmark process sharing one SDK Client), and in batches of 1000
   * drain tasks/s: 20,000 no-op tasks already queued, workers with total concurrency 50
   * enqueue -> handler start latency (producer's clock to handler start): to an
     idle worker over 200 tasks sent one at a time, and p50/p95/p99 at a steady
@@ -28,7 +28,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -51,6 +50,7 @@ from bench.common import (
     take_latency_log,
     vacuum,
 )
+from conveyor.sdk import Client
 
 
 class Node:
@@ -159,8 +159,8 @@ IDLE_TASKS = 200
 
 def stdlib_enqueue(url: str, count: int) -> float:
     """Tasks/s from one producer on the standard library's ``http.client``
-    (keep-alive): the node's side with a client that costs less than httpx
-    (~0.16 against ~0.48 ms of the producer's CPU per request here)."""
+    (keep-alive), one fixed body sent again and again: the node's side with
+    a producer that does as little as it can."""
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
     body = json.dumps({"type": "noop", "queue": "single", "json": {}}).encode()
@@ -183,14 +183,14 @@ def stdlib_enqueue(url: str, count: int) -> float:
 
 
 def concurrent_enqueue(url: str, producers: int, count: int) -> float:
-    """Tasks/s with *producers* clients each enqueuing one task per request."""
+    """Tasks/s with *producers* threads sharing one SDK client, each enqueuing one task per request."""
+    client = Client(url, timeout=60)
 
     def produce(n: int) -> None:
-        with httpx.Client(base_url=url, timeout=60) as client:
-            for _ in range(n):
-                client.post("/api/v1/tasks", json={"type": "noop", "queue": "single", "json": {}})
+        for _ in range(n):
+            client.enqueue("noop", {}, queue="single")
 
-    with ThreadPoolExecutor(max_workers=producers) as pool:
+    with client, ThreadPoolExecutor(max_workers=producers) as pool:
         start = time.perf_counter()
         list(pool.map(produce, [count // producers] * producers))
         return count // producers * producers / (time.perf_counter() - start)
@@ -205,16 +205,12 @@ def steady_load(url: str, rate: float, count: int, warmup: int = 0) -> None:
     the pool's connections, which costs the producer and the node a burst.
     """
     interval = 1.0 / rate
-    local = threading.local()
+    client = Client(url, timeout=60)
 
     def send(tag: str) -> None:
-        if not hasattr(local, "client"):
-            local.client = httpx.Client(base_url=url, timeout=60)
-        local.client.post(
-            "/api/v1/tasks", json={"type": "noop", "queue": "lat", "json": {"t": time.time(), "tag": tag}}
-        )
+        client.enqueue("noop", {"t": time.time(), "tag": tag}, queue="lat")
 
-    with ThreadPoolExecutor(max_workers=16) as pool:
+    with client, ThreadPoolExecutor(max_workers=16) as pool:
         next_at = time.perf_counter()
         for i in range(warmup + count):
             pause = next_at - time.perf_counter()
@@ -232,10 +228,11 @@ def bench_backend(
     try:
         # Enqueue one by one from one producer (keep-alive connection).
         n = 2000
-        start = time.perf_counter()
-        for _ in range(n):
-            node.http.post("/api/v1/tasks", json={"type": "noop", "queue": "single", "json": {}})
-        out["enqueue_one_per_s"] = n / (time.perf_counter() - start)
+        with Client(node.url, timeout=60) as client:
+            start = time.perf_counter()
+            for _ in range(n):
+                client.enqueue("noop", {}, queue="single")
+            out["enqueue_one_per_s"] = n / (time.perf_counter() - start)
         used = cpu_seconds(node.proc.pid)
         out["enqueue_one_stdlib_per_s"] = stdlib_enqueue(node.url, n)
         out["node_cpu_per_enqueue_ms"] = (cpu_seconds(node.proc.pid) - used) / n * 1000
@@ -321,7 +318,7 @@ def main() -> None:
         print(json.dumps(results, indent=2))
         return
     rows = [
-        ("enqueue one-by-one, httpx (tasks/s)", "enqueue_one_per_s", "{:,.0f}"),
+        ("enqueue one-by-one, SDK Client (tasks/s)", "enqueue_one_per_s", "{:,.0f}"),
         ("enqueue one-by-one, http.client (tasks/s)", "enqueue_one_stdlib_per_s", "{:,.0f}"),
         ("node CPU per one-by-one enqueue (ms)", "node_cpu_per_enqueue_ms", "{:.2f}"),
         ("enqueue one-by-one, 8 producers (tasks/s)", "enqueue_one_8_per_s", "{:,.0f}"),

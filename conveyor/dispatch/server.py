@@ -50,6 +50,7 @@ def serve(host: str, port: int, *, dev: bool, ready: Callable[[str], None] | Non
 
     send_at_once()
     requests_as_they_came()
+    no_twisted_access_log()
     node = Node(host=host, port=port, dev=dev)
     install_services(node)
     server = NodeServer(
@@ -223,3 +224,20 @@ def requests_as_they_came() -> None:
 
     build_protocol.as_they_came = True  # type: ignore[attr-defined]
     http_protocol.HTTPFactory.buildProtocol = build_protocol  # type: ignore[method-assign]
+
+
+def no_twisted_access_log() -> None:
+    """Have Daphne's HTTP factory skip Twisted's access log.
+
+    Twisted formats a combined-log line for every request and hands it to
+    its global log, which nothing here reads (with no observer started it
+    sits in Twisted's startup buffer). Daphne's own access log, the one its
+    ``--access-log`` writes, is not this one and is unchanged. ~2% of a
+    node's time per one-task POST. Idempotent.
+    """
+    from daphne import http_protocol
+
+    def log(self: Any, request: Any) -> None:
+        pass
+
+    http_protocol.HTTPFactory.log = log  # type: ignore[method-assign]

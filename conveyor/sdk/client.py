@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -12,6 +13,7 @@ from typing import Any
 import httpx
 
 from conveyor.sdk.errors import APIError, api_error
+from conveyor.sdk.transport import Transport, serves
 
 Payload = Any  # a JSON value, or bytes with a content type
 
@@ -163,14 +165,24 @@ def _headers(token: str | None) -> dict[str, str]:
     return headers
 
 
-def _check(response: httpx.Response) -> Any:
+def _check(status: int, content: bytes) -> Any:
+    """The JSON of an answer, or the ``APIError`` it carries."""
     try:
-        body = response.json()
-    except (ValueError, json.JSONDecodeError):
-        body = {"error": "unknown", "message": response.text[:500]}
-    if response.status_code >= 400:
-        raise api_error(response.status_code, body if isinstance(body, dict) else {"message": str(body)})
+        body = json.loads(content)
+    except ValueError:
+        body = {"error": "unknown", "message": content.decode("utf-8", "replace")[:500]}
+    if status >= 400:
+        raise api_error(status, body if isinstance(body, dict) else {"message": str(body)})
     return body
+
+
+def _json(body: Any) -> bytes:
+    """A request body as httpx's ``json=`` writes it."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _task_path(task_id: str) -> str:
+    return "/api/v1/tasks/" + urllib.parse.quote(task_id, safe="")
 
 
 ERROR_STATUS = {
@@ -194,33 +206,57 @@ def _batch_items(body: dict[str, Any]) -> list[BatchItem]:
 
 
 class Client:
-    """Synchronous producer client."""
+    """Synchronous producer client; one may be shared by threads.
+
+    Calls travel over kept-alive ``http.client`` connections (see
+    ``conveyor.sdk.transport``), or over httpx when the environment asks
+    for a proxy.
+    """
 
     def __init__(self, base_url: str, token: str | None = None, *, timeout: float = 30.0) -> None:
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(base_url=self.base_url, headers=_headers(token), timeout=timeout)
+        self._headers = _headers(token)
+        self._timeout = timeout
+        self._transport = Transport(self.base_url, self._headers, timeout) if serves(self.base_url) else None
+        self._httpx: httpx.Client | None = None
 
     def enqueue(self, type: str, payload: Payload = None, **options: Any) -> TaskInfo:
-        return TaskInfo.from_json(_check(self._http.post("/api/v1/tasks", json=task_request(type, payload, **options))))
+        return TaskInfo.from_json(self._call("POST", "/api/v1/tasks", task_request(type, payload, **options)))
 
     def enqueue_batch(self, tasks: Iterable[dict[str, Any]]) -> list[BatchItem]:
         """Each item is a ``task_request(...)`` dict; items succeed or fail alone."""
-        return _batch_items(_check(self._http.post("/api/v1/tasks/batch", json={"tasks": list(tasks)})))
+        return _batch_items(self._call("POST", "/api/v1/tasks/batch", {"tasks": list(tasks)}))
 
     def enqueue_tx(self, tasks: Iterable[dict[str, Any]]) -> list[TaskInfo]:
         """All or nothing."""
-        body = _check(self._http.post("/api/v1/tasks/tx", json={"tasks": list(tasks)}))
+        body = self._call("POST", "/api/v1/tasks/tx", {"tasks": list(tasks)})
         return [TaskInfo.from_json(t) for t in body["tasks"]]
 
     def get_task(self, task_id: str) -> TaskInfo:
-        return TaskInfo.from_json(_check(self._http.get(f"/api/v1/tasks/{task_id}")))
+        return TaskInfo.from_json(self._call("GET", _task_path(task_id)))
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        """Call any API path (``/api/v1/...``) and return its JSON."""
-        return _check(self._http.request(method, path, **kwargs))
+        """Call any API path (``/api/v1/...``) with httpx's keyword arguments and return its JSON."""
+        response = self._http.request(method, path, **kwargs)
+        return _check(response.status_code, response.content)
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        if self._transport is None:
+            response = self._http.request(method, path, json=body)
+            return _check(response.status_code, response.content)
+        return _check(*self._transport.request(method, path, None if body is None else _json(body)))
+
+    @property
+    def _http(self) -> httpx.Client:
+        if self._httpx is None:
+            self._httpx = httpx.Client(base_url=self.base_url, headers=self._headers, timeout=self._timeout)
+        return self._httpx
 
     def close(self) -> None:
-        self._http.close()
+        if self._transport is not None:
+            self._transport.close()
+        if self._httpx is not None:
+            self._httpx.close()
 
     def __enter__(self) -> Client:
         return self
@@ -237,21 +273,24 @@ class AsyncClient:
         self._http = httpx.AsyncClient(base_url=self.base_url, headers=_headers(token), timeout=timeout)
 
     async def enqueue(self, type: str, payload: Payload = None, **options: Any) -> TaskInfo:
-        response = await self._http.post("/api/v1/tasks", json=task_request(type, payload, **options))
-        return TaskInfo.from_json(_check(response))
+        return TaskInfo.from_json(
+            await self.request("POST", "/api/v1/tasks", json=task_request(type, payload, **options))
+        )
 
     async def enqueue_batch(self, tasks: Iterable[dict[str, Any]]) -> list[BatchItem]:
-        return _batch_items(_check(await self._http.post("/api/v1/tasks/batch", json={"tasks": list(tasks)})))
+        return _batch_items(await self.request("POST", "/api/v1/tasks/batch", json={"tasks": list(tasks)}))
 
     async def enqueue_tx(self, tasks: Iterable[dict[str, Any]]) -> list[TaskInfo]:
-        body = _check(await self._http.post("/api/v1/tasks/tx", json={"tasks": list(tasks)}))
+        body = await self.request("POST", "/api/v1/tasks/tx", json={"tasks": list(tasks)})
         return [TaskInfo.from_json(t) for t in body["tasks"]]
 
     async def get_task(self, task_id: str) -> TaskInfo:
-        return TaskInfo.from_json(_check(await self._http.get(f"/api/v1/tasks/{task_id}")))
+        return TaskInfo.from_json(await self.request("GET", _task_path(task_id)))
 
     async def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        return _check(await self._http.request(method, path, **kwargs))
+        """Call any API path (``/api/v1/...``) with httpx's keyword arguments and return its JSON."""
+        response = await self._http.request(method, path, **kwargs)
+        return _check(response.status_code, response.content)
 
     async def aclose(self) -> None:
         await self._http.aclose()

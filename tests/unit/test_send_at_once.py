@@ -176,3 +176,39 @@ def test_daphnes_requests_leave_form_bodies_to_the_application() -> None:
         peer.close()
         ours.close()
         loop.close()
+
+
+def test_daphnes_factory_writes_no_twisted_access_log_line() -> None:
+    from daphne.http_protocol import HTTPFactory
+    from daphne.server import Server
+    from twisted.logger import globalLogPublisher
+
+    from conveyor.dispatch.server import no_twisted_access_log
+
+    no_twisted_access_log()
+    no_twisted_access_log()  # idempotent
+    server = Server(application=None, endpoints=["tcp:port=0:interface=127.0.0.1"])
+    server.connections = {}
+    factory = HTTPFactory(server)
+    factory.startFactory()  # Twisted opens its access log here: its global log, with no path given
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        peer = socket.create_connection(listening.getsockname())
+        ours, address = listening.accept()
+    loop = asyncio.new_event_loop()
+    seen: list[dict] = []
+    globalLogPublisher.addObserver(seen.append)
+    try:
+        reactor = AsyncioSelectorReactor(loop)
+        protocol = factory.buildProtocol(address)
+        protocol.makeConnection(tcp.Server(ours, protocol, address, tcp.Port(0, factory, reactor=reactor), 1, reactor))
+        request = protocol.requestFactory(protocol._channel)
+        request.method, request.uri, request.clientproto = b"POST", b"/api/v1/tasks", b"HTTP/1.1"
+        request.code, request.sentLength = 201, 12
+        factory.log(request)  # what Twisted calls as each request finishes
+        assert [e for e in seen if "/api/v1/tasks" in str(e.get("log_io", "")) + str(e.get("log_format", ""))] == []
+    finally:
+        globalLogPublisher.removeObserver(seen.append)
+        factory.stopFactory()
+        peer.close()
+        ours.close()
+        loop.close()
