@@ -13,6 +13,7 @@ from django.db import IntegrityError, connections
 
 from conveyor.broker import offers, pg
 from conveyor.broker.base import BrokerBase, Then, run_now
+from conveyor.broker.rows import new_task, task_values
 from conveyor.broker.types import ItemResult, TaskSpec
 from conveyor.broker.validation import check_dependencies, task_fields
 from conveyor.conf import conveyor_settings
@@ -434,41 +435,6 @@ class EnqueueOps(BrokerBase):
 
 
 _AS_STORED = f"SELECT {', '.join(offers.LEASE_FIELDS)} FROM conveyor_task WHERE id = %s"
-_TEMPLATE: list[tuple[str, Any, bool]] | None = None  # (attname, default, default is callable)
-_NAMES: frozenset[str] = frozenset()
-
-
-def new_task(task_id: str, fields: dict[str, Any]) -> Task:
-    """``Task(id=..., **fields)``, about three times faster.
-
-    Django's keyword constructor looks every field up by name and asks for
-    its default; positional arguments in field order skip that. Unknown
-    keys are refused as the keyword constructor refuses them.
-    """
-    return Task(*task_values(task_id, fields))
-
-
-def task_values(task_id: str, fields: dict[str, Any]) -> list[Any]:
-    """The attribute values of a new task row, in field order (``Task(*values)``)."""
-    global _TEMPLATE, _NAMES
-    if _TEMPLATE is None:
-        template = []  # built aside, published at once: other threads may be here too
-        for f in Task._meta.concrete_fields:
-            make = f.has_default() and callable(f.default)  # e.g. dict: a fresh one per task
-            template.append((f.attname, f.default if make else f.get_default(), make))
-        _NAMES = frozenset(attname for attname, _, _ in template)
-        _TEMPLATE = template
-    if not _NAMES.issuperset(fields):
-        raise TypeError(f"Task got unexpected fields: {sorted(set(fields) - _NAMES)}")
-    values = []
-    for attname, default, make in _TEMPLATE:
-        if attname == "id":
-            values.append(task_id)
-        elif attname in fields:
-            values.append(fields[attname])
-        else:
-            values.append(default() if make else default)
-    return values
 
 
 def _with_index(error: ConveyorError | None, index: int) -> ConveyorError | None:

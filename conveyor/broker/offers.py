@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from conveyor.broker import pg
+from conveyor.broker.rows import task_from_values
 from conveyor.broker.types import LEASED_FIELDS, LeasedTask
 from conveyor.conf import conveyor_settings
 from conveyor.models import Task
@@ -136,14 +137,14 @@ def insert_taking_offer(using: str, values: list[Any], now: datetime, then: Call
     (``pg.insert_then_flush``)."""
     take = Take.of(values, now, visible_first=True)
     if take is None:
-        sql, params = pg.insert_statement([Task(*values)])
+        sql, params = pg.insert_statement([task_from_values(values)])
         sql += pg.VISIBLE_FIRST
     else:
         sql, params = take.sql, take.params
     stored: list[Task] = []
 
     def announce(row: tuple[Any, ...]) -> None:
-        task = Task(*values)  # built after the INSERT, off the task's path
+        task = task_from_values(values)  # built after the INSERT, off the task's path
         taken = take.taken(row) if take is not None else None
         if taken is not None:
             set_lease(task, taken)

@@ -22,6 +22,7 @@ from conveyor.exceptions import InvalidArgument
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 # No "/": an id is a path segment of the REST API (/api/v1/tasks/<id>).
 TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*\Z")
+CONTROL = re.compile(r"[\x00-\x1f]")  # characters below 32
 # Ids that would collide with REST routes under /api/v1/tasks/.
 RESERVED_IDS = ("batch", "tx", "actions")
 ON_FAILURE = ("block", "continue", "cascade_cancel")
@@ -62,7 +63,7 @@ def check_text(value: Any, field: str, max_len: int, *, required: bool = False) 
         raise InvalidArgument(field, "must be a string")
     if len(value) > max_len:
         raise InvalidArgument(field, f"must be at most {max_len} characters")
-    if any(ord(ch) < 32 for ch in value):
+    if CONTROL.search(value):
         raise InvalidArgument(field, "must not contain control characters")
     return value
 

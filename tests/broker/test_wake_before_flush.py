@@ -25,7 +25,7 @@ from django.test import override_settings
 from psycopg.pq import TransactionStatus
 
 from conveyor.broker import Broker, TaskSpec, pg
-from conveyor.broker.enqueue import new_task
+from conveyor.broker.rows import new_task
 from conveyor.broker.hooks import RecordingHooks
 from conveyor.broker.validation import task_fields
 from conveyor.dispatch.loop_lease import LoopLeaser

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from conveyor.broker.enqueue import new_task
+from conveyor.broker.rows import new_task, task_from_values, task_values
 from conveyor.models import Task
 
 
@@ -33,3 +33,38 @@ def test_unknown_fields_are_refused_like_the_keyword_constructor():
         Task(id="x", bogus=1)
     with pytest.raises(TypeError):
         new_task("x", {"bogus": 1})
+
+
+def test_an_instance_made_directly_is_a_new_unsaved_row_like_the_constructors():
+    fields = {"queue": "q", "type": "t", "metadata": {"k": "v"}}
+    made, built = new_task("id1", fields), Task(id="id1", **fields)
+    assert made.pk == "id1"
+    assert (made._state.adding, made._state.db) == (True, None)
+    assert set(vars(made)) == set(vars(built))
+    assert made.get_deferred_fields() == set()
+
+
+def test_values_in_field_order_give_the_same_task():
+    fields = {"queue": "q", "type": "t", "priority": 2}
+    assert _values(task_from_values(task_values("id1", fields))) == _values(Task(id="id1", **fields))
+    with pytest.raises(ValueError):
+        task_from_values(task_values("id1", fields)[:-1])  # a value missing
+
+
+def test_a_pre_init_receiver_for_task_is_still_called():
+    from django.db.models.signals import post_init, pre_init
+
+    seen = []
+
+    def receiver(sender, **kwargs):
+        seen.append(sender)
+
+    for signal in (pre_init, post_init):
+        signal.connect(receiver, sender=Task, weak=False)
+        try:
+            task = new_task("id1", {"queue": "q"})
+        finally:
+            signal.disconnect(receiver, sender=Task)
+        assert seen == [Task]
+        assert task.queue == "q"
+        seen.clear()
