@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -31,7 +32,8 @@ class Event:
     at: datetime
     last_error: str = ""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, at: str | None = None) -> dict[str, Any]:
+        """The event as JSON; *at*: its time as written already (``stamp(self.at)``)."""
         return {
             "kind": self.kind,
             "task_id": self.task_id,
@@ -40,8 +42,26 @@ class Event:
             "state": self.state,
             "attempt": self.attempt,
             "last_error": self.last_error,
-            "at": self.at.isoformat().replace("+00:00", "Z"),
+            "at": stamp(self.at) if at is None else at,
         }
+
+
+def stamp(at: datetime) -> str:
+    return at.isoformat().replace("+00:00", "Z")
+
+
+def as_dicts(events: Sequence[Event]) -> list[dict[str, Any]]:
+    """``as_dict`` of each event; the time object consecutive events share (a
+    batch's ``now``) is written once. (Same object, not equal times: equal
+    instants at other UTC offsets are written differently.)"""
+    last: datetime | None = None
+    written = ""
+    out = []
+    for event in events:
+        if event.at is not last:
+            last, written = event.at, stamp(event.at)
+        out.append(event.as_dict(written))
+    return out
 
 
 def event_for(kind: str, task: Any, at: datetime) -> Event:

@@ -111,7 +111,7 @@ def insert_tasks(using: str, tasks: Sequence[Task]) -> None:
     with connection.wrap_database_errors, connection.connection.cursor() as cursor, cursor.copy(statement) as copy:
         for task in tasks:
             row = list(values(task))  # what ``cell`` makes of each value, done where it changes one
-            row[metadata] = json.dumps(row[metadata] or {})
+            row[metadata] = json.dumps(row[metadata]) if row[metadata] else "{}"
             for i in binary:
                 if isinstance(row[i], memoryview):
                     row[i] = bytes(row[i])

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from conveyor.conf import conveyor_settings
 from conveyor.dispatch.groups import EVENTS_GROUP, queue_group
 from conveyor.dispatch.signals import EVENT_FLUSH_DELAY, events_message, wake_message
+from conveyor.events import as_dicts
 
 if TYPE_CHECKING:
     from conveyor.dispatch.node import Node
@@ -157,7 +158,7 @@ class EventBus:
         self._scheduled = False
         events, self.buffer = self.buffer, []
         if events:
-            self.node.spawn(self._send(events_message([e.as_dict() for e in events])))
+            self.node.spawn(self._send(events_message(as_dicts(events))))
 
     async def _send(self, message: dict[str, Any]) -> None:
         try:

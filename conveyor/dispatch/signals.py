@@ -42,7 +42,7 @@ from typing import Any
 from conveyor.broker.hooks import InlineHooks
 from conveyor.conf import conveyor_settings
 from conveyor.dispatch.groups import CONTROL_GROUP, EVENTS_GROUP, queue_group
-from conveyor.events import Event
+from conveyor.events import Event, as_dicts
 
 logger = logging.getLogger("conveyor.dispatch")
 
@@ -548,7 +548,7 @@ class ChannelLayerHooks(InlineHooks):
         if not self.layer:
             return
         try:
-            sender.send_events(self.layer, [e.as_dict() for e in events])
+            sender.send_events(self.layer, as_dicts(events))
         except Exception:  # best effort, as for wakes: the change they describe is committed
             logger.warning("could not hand events to the channel layer", exc_info=True)
 
