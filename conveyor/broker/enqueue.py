@@ -13,7 +13,7 @@ from django.db import IntegrityError, connections
 
 from conveyor.broker import offers, pg
 from conveyor.broker.base import BrokerBase, Then, run_now
-from conveyor.broker.rows import new_task, task_values
+from conveyor.broker.rows import new_task, new_tasks, task_values
 from conveyor.broker.types import ItemResult, TaskSpec
 from conveyor.broker.validation import check_dependencies, task_fields
 from conveyor.conf import conveyor_settings
@@ -235,9 +235,10 @@ class EnqueueOps(BrokerBase):
             elif it.id in first:
                 repeats.append((first[it.id].index, it.index))
             else:
-                it.task = new_task(it.id, it.fields)
                 first[it.id] = it
                 fresh.append(it)
+        for it, task in zip(fresh, new_tasks([(it.id, it.fields) for it in fresh]), strict=True):
+            it.task = task
         return fresh
 
     # -- placing items: unique claims, dependencies, initial state -----------

@@ -67,13 +67,25 @@ def new_task(task_id: str, fields: dict[str, Any]) -> Task:
     descriptor on a field, or a ``pre_init``/``post_init`` receiver for
     ``Task``, the constructor is called instead.)
     """
+    return new_tasks([(task_id, fields)])[0]
+
+
+def new_tasks(rows: list[tuple[str, dict[str, Any]]]) -> list[Task]:
+    """``new_task`` of each (id, fields) pair."""
     plan = _plan()
-    return _made(plan, plan.values(task_id, fields))
+    direct = _direct(plan)
+    return [_made(plan, plan.values(task_id, fields), direct) for task_id, fields in rows]
 
 
-def _made(plan: _Plan, values: dict[str, Any]) -> Task:
-    """A new ``Task`` whose attributes are *values* (every field's, by attname)."""
-    if not plan.direct or pre_init.has_listeners(Task) or post_init.has_listeners(Task):
+def _direct(plan: _Plan) -> bool:
+    """Whether instances can be made directly now (receivers come and go)."""
+    return plan.direct and not (pre_init.has_listeners(Task) or post_init.has_listeners(Task))
+
+
+def _made(plan: _Plan, values: dict[str, Any], direct: bool) -> Task:
+    """A new ``Task`` whose attributes are *values* (every field's, by attname);
+    *direct*: made as unpickling makes one, else by Django's constructor."""
+    if not direct:
         return Task(*[values[name] for name in plan.attnames])
     task = Task.__new__(Task)
     task.__dict__ = values
@@ -91,4 +103,4 @@ def task_values(task_id: str, fields: dict[str, Any]) -> list[Any]:
 def task_from_values(values: list[Any]) -> Task:
     """``Task(*values)`` (*values* in field order, as ``task_values`` gives them), as ``new_task`` makes one."""
     plan = _plan()
-    return _made(plan, dict(zip(plan.attnames, values, strict=True)))
+    return _made(plan, dict(zip(plan.attnames, values, strict=True)), _direct(plan))
