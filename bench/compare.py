@@ -88,7 +88,7 @@ def main() -> None:
     rows = [
         ("enqueue one-by-one, client library (tasks/s)", "enqueue_code_one_per_s", "{:,.0f}"),
         ("enqueue in bulk, client library (tasks/s)", "enqueue_code_batch_per_s", "{:,.0f}"),
-        ("enqueue one-by-one over HTTP, SDK Client (tasks/s)", "enqueue_one_per_s", "{:,.0f}"),
+        ("enqueue one-by-one over HTTP, SDK Client (tasks/s)", "enqueue_one_sdk_per_s", "{:,.0f}"),
         ("enqueue one-by-one over HTTP, http.client (tasks/s)", "enqueue_one_stdlib_per_s", "{:,.0f}"),
         ("node CPU per one-by-one HTTP enqueue (ms)", "node_cpu_per_enqueue_ms", "{:.2f}"),
         ("enqueue one-by-one over HTTP, 8 producers", "enqueue_one_8_per_s", "{:,.0f}"),

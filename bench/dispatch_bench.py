@@ -232,7 +232,7 @@ def bench_backend(
             start = time.perf_counter()
             for _ in range(n):
                 client.enqueue("noop", {}, queue="single")
-            out["enqueue_one_per_s"] = n / (time.perf_counter() - start)
+            out["enqueue_one_sdk_per_s"] = n / (time.perf_counter() - start)
         used = cpu_seconds(node.proc.pid)
         out["enqueue_one_stdlib_per_s"] = stdlib_enqueue(node.url, n)
         out["node_cpu_per_enqueue_ms"] = (cpu_seconds(node.proc.pid) - used) / n * 1000
@@ -318,7 +318,7 @@ def main() -> None:
         print(json.dumps(results, indent=2))
         return
     rows = [
-        ("enqueue one-by-one, SDK Client (tasks/s)", "enqueue_one_per_s", "{:,.0f}"),
+        ("enqueue one-by-one, SDK Client (tasks/s)", "enqueue_one_sdk_per_s", "{:,.0f}"),
         ("enqueue one-by-one, http.client (tasks/s)", "enqueue_one_stdlib_per_s", "{:,.0f}"),
         ("node CPU per one-by-one enqueue (ms)", "node_cpu_per_enqueue_ms", "{:.2f}"),
         ("enqueue one-by-one, 8 producers (tasks/s)", "enqueue_one_8_per_s", "{:,.0f}"),

@@ -230,10 +230,11 @@ def no_twisted_access_log() -> None:
     """Have Daphne's HTTP factory skip Twisted's access log.
 
     Twisted formats a combined-log line for every request and hands it to
-    its global log, which nothing here reads (with no observer started it
-    sits in Twisted's startup buffer). Daphne's own access log, the one its
-    ``--access-log`` writes, is not this one and is unchanged. ~2% of a
-    node's time per one-task POST. Idempotent.
+    its global log, which the node sends nowhere (Daphne, at the node's
+    verbosity, points Twisted's log at an observer that drops everything).
+    Daphne's own access log, the one its ``--access-log`` writes, is not
+    this one and is unchanged. ~2% of a node's time per one-task POST.
+    Idempotent.
     """
     from daphne import http_protocol
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -213,12 +214,15 @@ class Client:
     for a proxy.
     """
 
-    def __init__(self, base_url: str, token: str | None = None, *, timeout: float = 30.0) -> None:
+    def __init__(self, base_url: str, token: str | None = None, *, timeout: float | httpx.Timeout = 30.0) -> None:
         self.base_url = base_url.rstrip("/")
         self._headers = _headers(token)
         self._timeout = timeout
-        self._transport = Transport(self.base_url, self._headers, timeout) if serves(self.base_url) else None
+        served = serves(self.base_url, timeout)
+        self._transport = Transport(self.base_url, self._headers, timeout) if served else None  # type: ignore[arg-type]
         self._httpx: httpx.Client | None = None
+        self._lock = threading.Lock()
+        self._closed = False
 
     def enqueue(self, type: str, payload: Payload = None, **options: Any) -> TaskInfo:
         return TaskInfo.from_json(self._call("POST", "/api/v1/tasks", task_request(type, payload, **options)))
@@ -248,11 +252,16 @@ class Client:
 
     @property
     def _http(self) -> httpx.Client:
-        if self._httpx is None:
-            self._httpx = httpx.Client(base_url=self.base_url, headers=self._headers, timeout=self._timeout)
-        return self._httpx
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the client is closed")
+            if self._httpx is None:
+                self._httpx = httpx.Client(base_url=self.base_url, headers=self._headers, timeout=self._timeout)
+            return self._httpx
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True
         if self._transport is not None:
             self._transport.close()
         if self._httpx is not None:

@@ -4,56 +4,63 @@ A producer enqueuing one task at a time spends most of its own CPU in the
 HTTP library: httpx costs about three times what ``http.client`` does per
 request. ``Client`` therefore sends its calls over plain ``http.client``
 connections that it keeps open and reuses, and keeps httpx for what this
-module does not do: proxies (any ``*_proxy`` variable in the environment
-sends every call through httpx, which honours them) and ``Client.request``
-with httpx's keyword arguments. TLS uses the context httpx would build, so
-both paths trust the same certificates.
+module does not do (``serves``): proxies (any the standard library's
+``urllib.request.getproxies()`` finds, as httpx asks it), credentials in
+the URL, a timeout given as ``httpx.Timeout``, and ``Client.request`` with
+httpx's keyword arguments. TLS uses the context httpx would build, so both
+paths trust the same certificates.
 
-What a caller sees is what httpx gives: network failures are raised as
-httpx's exceptions (``httpx.ConnectError``, ``httpx.ReadTimeout``, ...).
-A connection that sat idle is checked before it is reused: if the server
-closed it meanwhile it is dropped and a new one opened, so a request is
-never sent on a connection known to be dead. A request that fails after it
-was sent is not sent again (the server may have acted on it), as with
-httpx.
+Network failures are raised as httpx's exceptions (``httpx.ConnectError``,
+``httpx.WriteError``, ``httpx.ReadTimeout``, ...). A connection that sat
+idle is checked before it is reused: if the server closed it meanwhile it
+is dropped and a new one opened, so a request is never sent on a
+connection known to be dead. A request that fails after it was sent is not
+sent again (the server may have acted on it), as with httpx; a server that
+answers before it has read the whole request (a 413 for a body too large)
+and closes is heard: its answer is returned, as httpx returns it.
 """
 
 from __future__ import annotations
 
 import http.client
-import os
 import select
 import socket
 import ssl
 import threading
 import urllib.parse
+import urllib.request
 from typing import NoReturn
 
 import httpx
 
-PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
 KEEP_IDLE = 20  # connections kept open between calls (httpx keeps 20 too)
+# What a URL path may hold as it is (RFC 3986 pchar and "/"); the rest is percent-encoded.
+PATH_SAFE = "/%:@!$&'()*+,;=-._~"
 
 
-def serves(base_url: str) -> bool:
-    """Whether this module can carry calls to *base_url*: http or https, and
-    no proxy asked for in the environment (httpx honours those; this module does not)."""
+def serves(base_url: str, timeout: object) -> bool:
+    """Whether this module can carry calls to *base_url*: an http or https URL
+    without credentials, a timeout in seconds (or None), and no proxy to go
+    through (httpx honours proxies; this module does not)."""
     url = urllib.parse.urlsplit(base_url)
-    if url.scheme not in ("http", "https") or not url.hostname:
+    if url.scheme not in ("http", "https") or not url.hostname or url.username is not None:
         return False
-    return not any(os.environ.get(name) or os.environ.get(name.upper()) for name in PROXY_VARIABLES)
+    if not (timeout is None or (isinstance(timeout, (int, float)) and not isinstance(timeout, bool))):
+        return False
+    proxies = urllib.request.getproxies()  # the environment, or the system's settings (macOS, Windows)
+    return not any(proxies.get(scheme) for scheme in ("http", "https", "all"))
 
 
 class Transport:
     """Keep-alive HTTP/1.1 connections to one server, shared by threads."""
 
-    def __init__(self, base_url: str, headers: dict[str, str], timeout: float) -> None:
+    def __init__(self, base_url: str, headers: dict[str, str], timeout: float | None) -> None:
         url = urllib.parse.urlsplit(base_url)
         self.base_url = base_url
         self._https = url.scheme == "https"
         self._host = url.hostname
         self._port = url.port or (443 if self._https else 80)
-        self._prefix = url.path.rstrip("/")
+        self._prefix = urllib.parse.quote(url.path.rstrip("/"), safe=PATH_SAFE)
         self._timeout = timeout
         self._headers = {**headers, "Accept": "application/json"}
         self._context: ssl.SSLContext | None = None
@@ -69,11 +76,22 @@ class Transport:
         conn = self._connection(method, path)
         try:
             conn.request(method, self._prefix + path, body, headers)
+        except OSError as exc:
+            # A server may answer, and close, before it has read it all.
+            early = None if isinstance(exc, TimeoutError) else _early_answer(conn, method)
+            conn.close()
+            if early is None:
+                self._raise(exc, method, path, stage="write")
+            return early
+        except BaseException:
+            conn.close()
+            raise
+        try:
             response = conn.getresponse()
             content = response.read()
         except BaseException as exc:
             conn.close()
-            self._raise(exc, method, path, sent=True)
+            self._raise(exc, method, path, stage="read")
         if response.will_close:
             conn.close()
         else:
@@ -108,7 +126,7 @@ class Transport:
             conn.connect()
         except BaseException as exc:
             conn.close()
-            self._raise(exc, method, path, sent=False)
+            self._raise(exc, method, path, stage="connect")
         conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return conn
 
@@ -119,17 +137,44 @@ class Transport:
                 return
         conn.close()
 
-    def _raise(self, exc: BaseException, method: str, path: str, *, sent: bool) -> NoReturn:
-        """Raise *exc* as the httpx exception httpx would have raised (others as they are)."""
+    def _raise(self, exc: BaseException, method: str, path: str, *, stage: str) -> NoReturn:
+        """Raise *exc*, met while at *stage* (connect, write or read), as the
+        httpx exception httpx would have raised (others as they are)."""
         if isinstance(exc, TimeoutError):
-            kind: type[httpx.TransportError] = httpx.ReadTimeout if sent else httpx.ConnectTimeout
+            kind: type[httpx.TransportError] = TIMEOUTS[stage]
         elif isinstance(exc, http.client.HTTPException):
             kind = httpx.RemoteProtocolError
         elif isinstance(exc, OSError):
-            kind = httpx.ReadError if sent else httpx.ConnectError
+            kind = ERRORS[stage]
         else:
             raise exc
         raise kind(str(exc) or type(exc).__name__, request=httpx.Request(method, self.base_url + path)) from exc
+
+
+TIMEOUTS: dict[str, type[httpx.TransportError]] = {
+    "connect": httpx.ConnectTimeout,
+    "write": httpx.WriteTimeout,
+    "read": httpx.ReadTimeout,
+}
+ERRORS: dict[str, type[httpx.TransportError]] = {
+    "connect": httpx.ConnectError,
+    "write": httpx.WriteError,
+    "read": httpx.ReadError,
+}
+
+
+def _early_answer(conn: http.client.HTTPConnection, method: str) -> tuple[int, bytes] | None:
+    """The answer a server sent before the request was written whole, if one came."""
+    if conn.sock is None:
+        return None
+    response = http.client.HTTPResponse(conn.sock, method=method)
+    try:
+        response.begin()
+        return response.status, response.read()
+    except (OSError, http.client.HTTPException):
+        return None
+    finally:
+        response.close()
 
 
 def _alive(conn: http.client.HTTPConnection) -> bool:
@@ -139,8 +184,8 @@ def _alive(conn: http.client.HTTPConnection) -> bool:
     sock = conn.sock
     if sock is None:
         return False
-    try:
-        readable, _, _ = select.select([sock], [], [], 0)
-    except (OSError, ValueError):
-        return False
-    return not readable
+    if not hasattr(select, "poll"):  # Windows
+        return not select.select([sock], [], [], 0)[0]
+    poller = select.poll()  # (select.select refuses descriptors from 1024 on)
+    poller.register(sock, select.POLLIN)
+    return not poller.poll(0)

@@ -25,8 +25,8 @@ from django.test import override_settings
 from psycopg.pq import TransactionStatus
 
 from conveyor.broker import Broker, TaskSpec, pg
-from conveyor.broker.rows import new_task
 from conveyor.broker.hooks import RecordingHooks
+from conveyor.broker.rows import new_task
 from conveyor.broker.validation import task_fields
 from conveyor.dispatch.loop_lease import LoopLeaser
 from conveyor.ids import new_ulid

@@ -68,3 +68,24 @@ def test_a_pre_init_receiver_for_task_is_still_called():
         assert seen == [Task]
         assert task.queue == "q"
         seen.clear()
+
+
+def test_a_field_behind_a_data_descriptor_is_set_through_the_constructor(monkeypatch):
+    from conveyor.broker import rows
+
+    class Upper:  # a descriptor that changes what is set, as some field types do
+        def __get__(self, instance, owner):
+            return self if instance is None else instance.__dict__["queue"]
+
+        def __set__(self, instance, value):
+            instance.__dict__["queue"] = value.upper()
+
+    monkeypatch.setattr(Task, "queue", Upper(), raising=False)
+    monkeypatch.setattr(rows, "_PLAN", None)  # worked out again, with the descriptor in place
+    try:
+        assert rows._plan().direct is False
+        assert new_task("id1", {"queue": "q"}).queue == "Q"
+    finally:
+        monkeypatch.undo()
+        rows._PLAN = None
+    assert rows._plan().direct is True

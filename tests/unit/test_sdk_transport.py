@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import select
 import socket
+import ssl
+import struct
+import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import httpx
@@ -24,12 +29,15 @@ class Server:
     """One thread per connection; *answer* gets (connection number, request) and returns
     the bytes to send back, b"" to send nothing, or None to close the connection."""
 
-    def __init__(self, answer: Callable[[int, bytes], bytes | None]) -> None:
+    def __init__(self, answer: Callable[[int, bytes], bytes | None], tls: ssl.SSLContext | None = None) -> None:
         self.answer = answer
+        self.tls = tls
         self.listening = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listening.getsockname()[1]}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.listening.getsockname()[1]}"
         self.connections = 0
         self.open: list[socket.socket] = []
+        self.early: bytes | None = None
+        self.stall = False
         self.requests: list[tuple[int, bytes]] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -44,6 +52,12 @@ class Server:
             threading.Thread(target=self._serve, args=(conn, self.connections), daemon=True).start()
 
     def _serve(self, conn: socket.socket, number: int) -> None:
+        if self.tls is not None:
+            try:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+            except OSError:  # the client refused the certificate
+                conn.close()
+                return
         with conn:
             buffered = b""
             while True:
@@ -56,6 +70,13 @@ class Server:
                         return
                     buffered += data
                 head, _, buffered = buffered.partition(b"\r\n\r\n")
+                if self.early is not None:  # answer now, then reset: the body is not read
+                    conn.sendall(self.early)
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    return
+                if self.stall:
+                    time.sleep(5)
+                    return
                 length = next(
                     (
                         int(line.split(b":")[1])
@@ -85,11 +106,11 @@ class Server:
 
 
 @pytest.fixture
-def server_with() -> Iterator[Callable[[Callable[[int, bytes], bytes | None]], Server]]:
+def server_with() -> Iterator[Callable[..., Server]]:
     servers: list[Server] = []
 
-    def make(answer: Callable[[int, bytes], bytes | None]) -> Server:
-        servers.append(Server(answer))
+    def make(answer: Callable[[int, bytes], bytes | None], tls: ssl.SSLContext | None = None) -> Server:
+        servers.append(Server(answer, tls))
         return servers[-1]
 
     yield make
@@ -99,7 +120,7 @@ def server_with() -> Iterator[Callable[[Callable[[int, bytes], bytes | None]], S
 
 @pytest.fixture(autouse=True)
 def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("http_proxy", "https_proxy", "all_proxy"):
+    for name in ("http_proxy", "https_proxy", "all_proxy", "ssl_cert_file", "ssl_cert_dir"):
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.upper(), raising=False)
 
@@ -239,7 +260,7 @@ def test_a_proxy_in_the_environment_sends_calls_through_httpx(monkeypatch, serve
     proxy = server_with(lambda n, request: OK)
     monkeypatch.setenv(variable, proxy.url)
     monkeypatch.setenv("NO_PROXY", "")
-    assert not serves("http://127.0.0.1:9")
+    assert not serves("http://127.0.0.1:9", 30)
     target = "http://127.0.0.1:9" if "https" not in variable else None
     if target is None:  # httpx uses HTTPS_PROXY for https:// only: check the switch, not the route
         with Client("https://127.0.0.1:9") as client:
@@ -251,11 +272,131 @@ def test_a_proxy_in_the_environment_sends_calls_through_httpx(monkeypatch, serve
     assert proxy.requests[0][1].startswith(b"POST http://127.0.0.1:9/api/v1/tasks HTTP/1.1")
 
 
-def test_only_http_and_https_urls_are_served_without_httpx() -> None:
-    assert serves("http://127.0.0.1:8080")
-    assert serves("https://conveyor.internal")
-    assert not serves("unix:///tmp/sock")
-    assert not serves("127.0.0.1:8080")
+def test_only_http_and_https_urls_with_a_timeout_in_seconds_are_served_without_httpx() -> None:
+    assert serves("http://127.0.0.1:8080", 30)
+    assert serves("https://conveyor.internal", 2.5)
+    assert serves("http://127.0.0.1:8080", None)
+    assert not serves("unix:///tmp/sock", 30)
+    assert not serves("127.0.0.1:8080", 30)
+    assert not serves("http://user:pw@127.0.0.1:8080", 30)
+    assert not serves("http://127.0.0.1:8080", httpx.Timeout(5))
+
+
+def test_credentials_in_the_url_go_through_httpx_as_basic_auth(server_with) -> None:
+    server = server_with(lambda n, request: OK)
+    with Client(server.url.replace("http://", "http://user:pw@")) as client:
+        assert client._transport is None
+        client.get_task("t1")
+    assert b"Authorization: Basic dXNlcjpwdw==" in server.requests[0][1]
+
+
+def test_an_httpx_timeout_goes_through_httpx(server_with) -> None:
+    server = server_with(lambda n, request: OK)
+    with Client(server.url, timeout=httpx.Timeout(5)) as client:
+        assert client._transport is None
+        assert client.enqueue("t", {}).id == "t1"
+
+
+def test_a_closed_client_refuses_every_call(server_with, monkeypatch) -> None:
+    server = server_with(lambda n, request: OK)
+    for proxied in (False, True):
+        if proxied:
+            monkeypatch.setenv("HTTP_PROXY", server.url)
+        client = Client(server.url)
+        assert (client._transport is None) is proxied
+        client.close()
+        with pytest.raises(RuntimeError, match="closed"):
+            client.enqueue("t", {})
+        with pytest.raises(RuntimeError, match="closed"):
+            client.request("GET", "/api/v1/queues")
+    assert server.requests == []
+
+
+def test_a_base_path_is_percent_encoded_as_httpx_does(server_with) -> None:
+    server = server_with(lambda n, request: OK)
+    with Client(server.url + "/my api/über") as client:
+        client.get_task("t1")
+        client.request("GET", "/api/v1/tasks/t1")
+    assert _paths(server) == [(1, "/my%20api/%C3%BCber/api/v1/tasks/t1")] * 1 + [
+        (2, "/my%20api/%C3%BCber/api/v1/tasks/t1")
+    ]
+
+
+def test_an_answer_sent_before_the_request_was_read_whole_is_returned(server_with) -> None:
+    # A proxy refusing a body too large answers after the headers and resets.
+    refusal = b'{"error":"invalid_argument","message":"request body too large"}'
+
+    def answer(number: int, request: bytes) -> bytes | None:
+        return None  # (never reached: the body never arrives whole)
+
+    server = server_with(answer)
+    server.early = (
+        b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\nConnection: close\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(refusal), refusal)
+    )
+    with Client(server.url) as client, pytest.raises(APIError) as refused:
+        client.enqueue_batch([{"type": "t", "json": "x" * 1000}] * 20000)
+    assert (refused.value.status, refused.value.message) == (413, "request body too large")
+
+
+def test_a_request_the_server_does_not_read_is_a_write_timeout(server_with) -> None:
+    server = server_with(lambda n, request: OK)
+    server.stall = True  # reads the headers, then nothing
+    with Client(server.url, timeout=0.5) as client, pytest.raises(httpx.WriteTimeout):
+        client.enqueue_batch([{"type": "t", "json": "x" * 1000}] * 20000)
+
+
+def test_keep_alive_holds_with_descriptors_past_1024(server_with) -> None:
+    server = server_with(lambda n, request: OK)
+    padding = []
+    try:
+        while not padding or padding[-1] < 1100:
+            padding.append(os.open(os.devnull, os.O_RDONLY))
+        transport = Transport(server.url, {}, 5)
+        for _ in range(5):
+            assert transport.request("GET", "/a")[0] == 201
+        assert transport._idle[0].sock.fileno() >= 1024
+        transport.close()
+    finally:
+        for fd in padding:
+            os.close(fd)
+    assert server.connections == 1
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory) -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 (openssl), and its key."""
+    where = tmp_path_factory.mktemp("tls")
+    cert, key = str(where / "cert.pem"), str(where / "key.pem")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=conveyor-test",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+def _tls_server(server_with, certificate) -> Server:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*certificate)
+    return server_with(lambda n, request: OK, tls=context)
+
+
+def test_https_with_a_trusted_certificate_is_kept_alive(server_with, certificate, monkeypatch) -> None:
+    server = _tls_server(server_with, certificate)
+    monkeypatch.setenv("SSL_CERT_FILE", certificate[0])  # trusted as httpx trusts: its context
+    with Client(server.url) as client:
+        assert client._transport is not None
+        for _ in range(3):
+            assert client.enqueue("t", {}).id == "t1"
+    assert (server.connections, len(server.requests)) == (1, 3)
+
+
+def test_https_with_a_certificate_nobody_vouches_for_is_refused(server_with, certificate) -> None:
+    server = _tls_server(server_with, certificate)
+    with Client(server.url) as client, pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+        client.enqueue("t", {})
+    assert server.requests == []
 
 
 def _paths(server: Server) -> list[tuple[int, str]]:

@@ -178,12 +178,14 @@ def test_daphnes_requests_leave_form_bodies_to_the_application() -> None:
         loop.close()
 
 
-def test_daphnes_factory_writes_no_twisted_access_log_line() -> None:
+def test_daphnes_factory_writes_no_twisted_access_log_line(monkeypatch: pytest.MonkeyPatch) -> None:
     from daphne.http_protocol import HTTPFactory
     from daphne.server import Server
     from twisted.logger import globalLogPublisher
 
     from conveyor.dispatch.server import no_twisted_access_log
+
+    monkeypatch.setattr(HTTPFactory, "log", HTTPFactory.log)  # put back after the test
 
     no_twisted_access_log()
     no_twisted_access_log()  # idempotent
