@@ -1,0 +1,137 @@
+"""What an enqueue costs the producer, in instructions (valgrind's callgrind).
+
+    .venv/bin/python bench/instructions.py [--what sdk,batch,one] [--checkout DIR ...]
+
+A count of instructions does not depend on how busy the machine is (this
+one is shared, and its speed changes by the hour), so two builds or two
+clients can be compared on it when their timings cannot be. Each count is
+the difference between two runs of the same loop, one longer than the
+other, divided by the extra work: start-up and imports cancel out.
+
+  * sdk: the SDK's ``Client.enqueue`` against a cluster node (PostgreSQL +
+    Redis), over httpx and over http.client (the client's own transport);
+    the producer's instructions per enqueue
+  * batch: ``get_broker().enqueue_batch`` of 1,000 tasks from Django code
+    (PostgreSQL + Redis, wakes and events included), per task
+  * one: ``get_broker().enqueue`` from Django code, one task at a time, per task
+
+``--checkout``: the working tree(s) whose broker is measured for batch and
+one (default: this one), e.g. another build from ``git worktree add``.
+Needs ``valgrind`` (Debian's package). Python runs ~50x slower under it: a
+full run takes a few minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.common import REDIS_URL, ROOT, fresh_database
+
+SHORT, LONG = 1, 4  # units of work in the two runs
+
+
+def instructions(argv: list[str], env: dict[str, str] | None = None) -> int:
+    """Instructions the command executed, by callgrind."""
+    out = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    found = re.search(r"Collected : (\d+)", out.stderr)
+    if out.returncode != 0 or found is None:
+        raise SystemExit(f"callgrind run failed: {' '.join(argv)}\n{out.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def per_unit(argv: list[str], work: int, env: dict[str, str] | None = None) -> float:
+    """Instructions per piece of work: (LONG run - SHORT run) / extra pieces."""
+    short = instructions([*argv, str(SHORT)], env)
+    long = instructions([*argv, str(LONG)], env)
+    return (long - short) / ((LONG - SHORT) * work)
+
+
+def sdk() -> None:
+    from bench.dispatch_bench import Node
+
+    node = Node("cluster")
+    try:
+        for transport in ("httpx", "http.client"):
+            count = per_unit([sys.executable, __file__, "--inner-sdk", node.url, transport], 100)
+            print(f"sdk Client.enqueue over {transport}: {count / 1000:,.0f}k instructions per enqueue", flush=True)
+    finally:
+        node.stop()
+
+
+def broker(what: str, checkouts: list[Path]) -> None:
+    url = fresh_database("postgres", "conveyor_instructions")
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "REDIS_URL": REDIS_URL,
+        "DJANGO_SETTINGS_MODULE": "conveyor_site.settings",
+        "CONVEYOR_CHANNEL_PREFIX": "bench_instructions",
+    }
+    work = 1000 if what == "batch" else 100
+    for checkout in checkouts:
+        argv = [sys.executable, __file__, "--inner-broker", str(checkout), what]
+        count = per_unit(argv, work, env)
+        print(f"{what} from Django code, {checkout}: {count / 1000:,.0f}k instructions per task", flush=True)
+
+
+def inner_sdk(url: str, transport: str, units: int) -> None:
+    from conveyor.sdk import Client
+
+    with Client(url) as client:
+        if transport == "httpx":
+            client._transport = None  # every call through httpx, as before the client had its own
+        for i in range(units * 100):
+            client.enqueue("noop", {"i": i})
+
+
+def inner_broker(checkout: str, what: str, units: int) -> None:
+    sys.path.insert(0, checkout)  # that build's conveyor, not this one's
+    import django
+
+    django.setup()
+    from conveyor.broker import TaskSpec, get_broker
+
+    broker = get_broker()
+    for _ in range(units):
+        if what == "batch":
+            broker.enqueue_batch([TaskSpec(type="bench", payload=b"{}", queue="batch") for _ in range(1000)])
+        else:
+            for _ in range(100):
+                broker.enqueue(TaskSpec(type="bench", payload=b"{}", queue="one"))
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--inner-sdk"]:
+        inner_sdk(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        return
+    if sys.argv[1:2] == ["--inner-broker"]:
+        inner_broker(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--what", default="sdk,batch,one")
+    parser.add_argument("--checkout", action="append", type=Path, help="a working tree whose broker to measure")
+    args = parser.parse_args()
+    checkouts = [c.resolve() for c in args.checkout or [ROOT]]
+    for what in args.what.split(","):
+        if what == "sdk":
+            sdk()
+        elif what in ("batch", "one"):
+            broker(what, checkouts)
+        else:
+            raise SystemExit(f"--what: unknown {what!r} (sdk, batch, one)")
+
+
+if __name__ == "__main__":
+    main()
