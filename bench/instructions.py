@@ -1,6 +1,6 @@
 """What an enqueue costs the producer, in instructions (valgrind's callgrind).
 
-    .venv/bin/python bench/instructions.py [--what sdk,batch,one] [--checkout DIR ...]
+    .venv/bin/python bench/instructions.py [--what sdk,batch,one,node] [--checkout DIR ...]
 
 A count of instructions does not depend on how busy the machine is (this
 one is shared, and its speed changes by the hour), so two builds or two
@@ -14,9 +14,12 @@ other, divided by the extra work: start-up and imports cancel out.
   * batch: ``get_broker().enqueue_batch`` of 1,000 tasks from Django code
     (PostgreSQL + Redis, wakes and events included), per task
   * one: ``get_broker().enqueue`` from Django code, one task at a time, per task
+  * node: a cluster node itself (``conveyord`` under callgrind) answering
+    one-task POSTs from one ``http.client`` producer, per POST; each of the
+    two node runs serves for the same 90 s, so its timers cancel out
 
-``--checkout``: the working tree(s) whose broker is measured for batch and
-one (default: this one), e.g. another build from ``git worktree add``.
+``--checkout``: the working tree(s) measured for batch, one and node
+(default: this one), e.g. another build from ``git worktree add``.
 Needs ``valgrind`` (Debian's package). Python runs ~50x slower under it: a
 full run takes a few minutes.
 """
@@ -35,6 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.common import REDIS_URL, ROOT, fresh_database
 
 SHORT, LONG = 1, 4  # units of work in the two runs
+NODE_HOLD = 90  # seconds each node run serves, whatever it is sent
 
 
 def instructions(argv: list[str], env: dict[str, str] | None = None) -> int:
@@ -86,6 +90,55 @@ def broker(what: str, checkouts: list[Path]) -> None:
         print(f"{what} from Django code, {checkout}: {count / 1000:,.0f}k instructions per task", flush=True)
 
 
+def node(checkouts: list[Path]) -> None:
+    import signal
+    import tempfile
+    import time
+    import uuid
+
+    from bench.dispatch_bench import stdlib_enqueue
+
+    def run(checkout: Path, posts: int) -> int:
+        env = {
+            **os.environ,
+            "DATABASE_URL": fresh_database("postgres", "conveyor_instructions"),
+            "REDIS_URL": REDIS_URL,
+            "DJANGO_SETTINGS_MODULE": "conveyor_site.settings",
+            "CONVEYOR_ALLOW_UNAUTHENTICATED": "1",
+            "CONVEYOR_CHANNEL_PREFIX": f"bench{uuid.uuid4().hex[:6]}",
+            "CONVEYOR_LOG_LEVEL": "WARNING",
+            "PYTHONUNBUFFERED": "1",
+        }
+        argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
+        argv += [sys.executable, "manage.py", "conveyord", "--port", "0"]
+        with tempfile.NamedTemporaryFile("w+", prefix="conveyor-instructions-", suffix=".log") as log:
+            proc = subprocess.Popen(argv, cwd=checkout, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+            deadline = time.time() + 600
+            while "listening on " not in Path(log.name).read_text():
+                if proc.poll() is not None or time.time() > deadline:
+                    proc.kill()
+                    raise SystemExit("node did not start under valgrind:\n" + Path(log.name).read_text()[-2000:])
+                time.sleep(0.5)
+            url = Path(log.name).read_text().split("listening on ", 1)[1].split()[0]
+            started = time.monotonic()
+            stdlib_enqueue(url, posts)
+            # Both runs live equally long, so the node's own timers (sweepers,
+            # Daphne's checks) cost them alike and cancel out.
+            if time.monotonic() - started > NODE_HOLD:
+                raise SystemExit(f"{posts} POSTs took longer than {NODE_HOLD} s under valgrind")
+            time.sleep(NODE_HOLD - (time.monotonic() - started))
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(600)
+            found = re.search(r"Collected : (\d+)", Path(log.name).read_text())
+        if found is None:
+            raise SystemExit("no instruction count from the node")
+        return int(found.group(1))
+
+    for checkout in checkouts:
+        short, long = run(checkout, 100), run(checkout, 400)
+        print(f"node, {checkout}: {(long - short) / 300 / 1000:,.0f}k instructions per one-task POST", flush=True)
+
+
 def inner_sdk(url: str, transport: str, units: int) -> None:
     from conveyor.sdk import Client
 
@@ -120,7 +173,7 @@ def main() -> None:
         inner_broker(sys.argv[2], sys.argv[3], int(sys.argv[4]))
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--what", default="sdk,batch,one")
+    parser.add_argument("--what", default="sdk,batch,one,node")
     parser.add_argument("--checkout", action="append", type=Path, help="a working tree whose broker to measure")
     args = parser.parse_args()
     checkouts = [c.resolve() for c in args.checkout or [ROOT]]
@@ -129,8 +182,10 @@ def main() -> None:
             sdk()
         elif what in ("batch", "one"):
             broker(what, checkouts)
+        elif what == "node":
+            node(checkouts)
         else:
-            raise SystemExit(f"--what: unknown {what!r} (sdk, batch, one)")
+            raise SystemExit(f"--what: unknown {what!r} (sdk, batch, one, node)")
 
 
 if __name__ == "__main__":
