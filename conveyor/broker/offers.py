@@ -136,15 +136,18 @@ def insert_taking_offer(using: str, values: list[Any], now: datetime, then: Call
     while the flush runs, and this returns after the flush
     (``pg.insert_then_flush``)."""
     take = Take.of(values, now, visible_first=True)
+    built = None
     if take is None:
-        sql, params = pg.insert_statement([task_from_values(values)])
+        built = task_from_values(values)
+        sql, params = pg.insert_statement([built])
         sql += pg.VISIBLE_FIRST
     else:
         sql, params = take.sql, take.params
     stored: list[Task] = []
 
     def announce(row: tuple[Any, ...]) -> None:
-        task = task_from_values(values)  # built after the INSERT, off the task's path
+        # Built after the INSERT, off the task's path (unless the INSERT needed it).
+        task = built if built is not None else task_from_values(values)
         taken = take.taken(row) if take is not None else None
         if taken is not None:
             set_lease(task, taken)

@@ -209,9 +209,9 @@ def _batch_items(body: dict[str, Any]) -> list[BatchItem]:
 class Client:
     """Synchronous producer client; one may be shared by threads.
 
-    Calls travel over kept-alive ``http.client`` connections (see
-    ``conveyor.sdk.transport``), or over httpx when the environment asks
-    for a proxy.
+    Calls travel over kept-alive ``http.client`` connections, or over httpx
+    where only httpx will do (``conveyor.sdk.transport.serves``: a proxy,
+    credentials in the URL, an ``httpx.Timeout``).
     """
 
     def __init__(self, base_url: str, token: str | None = None, *, timeout: float | httpx.Timeout = 30.0) -> None:

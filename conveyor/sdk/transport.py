@@ -63,6 +63,7 @@ class Transport:
         self._prefix = urllib.parse.quote(url.path.rstrip("/"), safe=PATH_SAFE)
         self._timeout = timeout
         self._headers = {**headers, "Accept": "application/json"}
+        self._json_headers = {**self._headers, "Content-Type": "application/json"}
         self._context: ssl.SSLContext | None = None
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
@@ -70,12 +71,9 @@ class Transport:
 
     def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
         """Send one request; return the status and the whole body."""
-        headers = self._headers
-        if body is not None:
-            headers = {**headers, "Content-Type": "application/json"}
         conn = self._connection(method, path)
         try:
-            conn.request(method, self._prefix + path, body, headers)
+            conn.request(method, self._prefix + path, body, self._headers if body is None else self._json_headers)
         except OSError as exc:
             # A server may answer, and close, before it has read it all.
             early = None if isinstance(exc, TimeoutError) else _early_answer(conn, method)

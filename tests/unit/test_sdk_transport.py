@@ -244,15 +244,6 @@ def test_one_client_shared_by_threads(server_with) -> None:
         assert len(client._transport._idle) == server.connections
 
 
-def test_a_closed_client_refuses_to_send(server_with) -> None:
-    server = server_with(lambda n, request: OK)
-    client = Client(server.url)
-    client.close()
-    with pytest.raises(RuntimeError, match="closed"):
-        client.enqueue("t", {})
-    assert server.requests == []
-
-
 @pytest.mark.parametrize("variable", ["HTTP_PROXY", "https_proxy", "ALL_PROXY"])
 def test_a_proxy_in_the_environment_sends_calls_through_httpx(monkeypatch, server_with, variable) -> None:
     # The proxy is a loopback server that answers as the API would: a proxied
