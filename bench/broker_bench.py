@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import ROOT, fresh_database, rate, timed
+from bench.common import ROOT, fresh_database, one_by_one_round, rate, timed
 
 
 def workload(
@@ -65,6 +65,26 @@ def workload(
         count, seconds = timed(drain)
         results[f"lease_ack_{size}"] = count / seconds
     return results
+
+
+def run_round(count: int) -> dict[str, float]:
+    """One of bench/compare.py's interleaved rounds: *count* one-by-one enqueues
+    from Django code through the process's broker (as ``run_inner``'s), from
+    an empty task table and back to one."""
+    import django
+
+    django.setup()
+    from django.db import connection
+
+    from conveyor.broker import TaskSpec, get_broker
+
+    broker = get_broker()
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE conveyor_task CASCADE")
+    per_s = one_by_one_round(lambda: broker.enqueue(TaskSpec(type="bench", payload=b"{}", queue="one")), count)
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE conveyor_task CASCADE")
+    return {"per_s": per_s}
 
 
 def run_inner(tasks: int, process_broker: bool = False) -> dict[str, float]:
@@ -149,7 +169,11 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=10000)
     parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--process-broker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--round", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.round:
+        print(json.dumps(run_round(args.round)))
+        return
     if args.inner:
         print(json.dumps(run_inner(args.tasks, args.process_broker)))
         return

@@ -99,6 +99,20 @@ def vacuum(database_url: str) -> None:
         conn.execute("CHECKPOINT")
 
 
+ROUND_WARMUP = 100  # enqueues before a round's clock starts: connections, prepared statements
+
+
+def one_by_one_round(enqueue: Callable[[], None], count: int) -> float:
+    """Tasks/s of *count* one-by-one enqueues, after ``ROUND_WARMUP`` untimed
+    ones (bench/compare.py's interleaved rounds; every system's the same way)."""
+    for _ in range(ROUND_WARMUP):
+        enqueue()
+    start = time.perf_counter()
+    for _ in range(count):
+        enqueue()
+    return count / (time.perf_counter() - start)
+
+
 def rate(count: int, seconds: float) -> str:
     return f"{count / seconds:,.0f}/s" if seconds > 0 else "inf"
 

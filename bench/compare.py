@@ -3,7 +3,10 @@
     make bench-peers        # creates bench/.peers with the peers, then runs this
 
 Same workload for each: enqueue one by one, enqueue in bulk, drain N no-op
-tasks with concurrency 50, enqueue->start latency at a steady rate.
+tasks with concurrency 50, enqueue->start latency at a steady rate. Then
+the one-by-one enqueue again, in rounds that alternate between the systems
+(``--rounds``, ``--round-tasks``): the machine's speed drifts between the
+full runs, and the rounds give every system the same moments.
 Conveyor runs in its production shape (PostgreSQL + Redis, one node). The
 peers enqueue through their client library from the producer's process;
 Conveyor's equivalent is enqueuing from Django code (the broker, straight to
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -47,10 +51,9 @@ def peer(script: str, args: argparse.Namespace, **env: str) -> dict[str, float]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def in_process() -> dict[str, float]:
-    """Conveyor's enqueue from Django code (no HTTP), as the peers' clients enqueue:
-    through the process's broker of a cluster's Django producer (``get_broker()``,
-    PostgreSQL and the Redis channel layer), wakes and events included."""
+def in_process_env() -> dict[str, str]:
+    """The environment of a Django producer of a cluster (PostgreSQL and the Redis
+    channel layer) on a fresh database, for bench/broker_bench.py."""
     url = fresh_database("postgres", "conveyor_compare_inproc")
     env = {
         **os.environ,
@@ -59,10 +62,58 @@ def in_process() -> dict[str, float]:
         "DJANGO_SETTINGS_MODULE": "conveyor_site.settings",
     }
     env["CONVEYOR_CHANNEL_PREFIX"] = "bench_compare"  # wakes no node of another run
+    return env
+
+
+def in_process(env: dict[str, str]) -> dict[str, float]:
+    """Conveyor's enqueue from Django code (no HTTP), as the peers' clients enqueue:
+    through the process's broker (``get_broker()``), wakes and events included."""
     argv = [sys.executable, str(ROOT / "bench" / "broker_bench.py"), "--inner", "--process-broker", "--tasks", "10000"]
     out = subprocess.run(argv, cwd=ROOT, env=env, check=True, capture_output=True, text=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    return {"enqueue_code_one_per_s": result["enqueue_one"], "enqueue_code_batch_per_s": result["enqueue_batch"]}
+    return {"enqueue_code_one_run_per_s": result["enqueue_one"], "enqueue_code_batch_per_s": result["enqueue_batch"]}
+
+
+def interleaved_rounds(
+    rounds: int, count: int, conveyor_env: dict[str, str], fsync_url: str | None
+) -> dict[str, dict[str, float]]:
+    """Enqueue one by one from each system's client library in alternating rounds.
+
+    The full runs measure each system minutes apart, and this machine's speed
+    drifts by up to 2x within minutes (other tenants); a difference of 10-40%
+    between two systems is then the clock's as much as theirs. Here each
+    round runs every system once, back to back, starting with a different one
+    each time, so drift falls on all alike; the median round is reported.
+    Each round is a fresh process: ``ROUND_WARMUP`` untimed enqueues, then
+    *count* timed ones, from an empty queue.
+    """
+    peers = PEERS_PYTHON.exists()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    commands: dict[str, tuple[list[str], dict[str, str]]] = {
+        "conveyor": ([sys.executable, str(ROOT / "bench" / "broker_bench.py"), "--round", str(count)], conveyor_env)
+    }
+    if peers:
+        celery = [str(PEERS_PYTHON), str(ROOT / "bench" / "peers" / "celery_bench.py"), "round", str(count)]
+        commands["celery"] = (celery, env)
+        if fsync_url is not None:
+            commands["celery+fsync"] = (celery, {**env, "BENCH_REDIS_URL": fsync_url, "BENCH_COUNTER_URL": REDIS_URL})
+        procrastinate = [str(PEERS_PYTHON), str(ROOT / "bench" / "peers" / "procrastinate_bench.py"), "round"]
+        commands["procrastinate"] = ([*procrastinate, str(count)], env)
+    names = list(commands)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            argv, run_env = commands[name]
+            out = subprocess.run(argv, cwd=ROOT, env=run_env, check=True, capture_output=True, text=True)
+            samples[name].append(json.loads(out.stdout.strip().splitlines()[-1])["per_s"])
+    return {
+        name: {
+            "enqueue_code_one_per_s": statistics.median(values),
+            "enqueue_code_one_min_per_s": min(values),
+            "enqueue_code_one_max_per_s": max(values),
+        }
+        for name, values in samples.items()
+    }
 
 
 def main() -> None:
@@ -70,23 +121,34 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=20000)
     parser.add_argument("--rate", type=float, default=200.0)
     parser.add_argument("--latency-tasks", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved one-by-one enqueue rounds (default 5)")
+    parser.add_argument("--round-tasks", type=int, default=2000, help="enqueues per round (default 2000)")
     args = parser.parse_args()
     results = {"conveyor": bench_backend("cluster", args.tasks, 2, 50, args.rate, args.latency_tasks)}
-    results["conveyor"].update(in_process())
-    if PEERS_PYTHON.exists():
-        results["celery"] = peer("celery_bench.py", args)
-        with durable_redis() as url:  # Celery on a Redis that keeps what it accepted
-            if url is not None:
+    conveyor_env = in_process_env()
+    results["conveyor"].update(in_process(conveyor_env))
+    # Celery also on a Redis that keeps what it accepted.
+    with durable_redis() as fsync_url:
+        if PEERS_PYTHON.exists():
+            results["celery"] = peer("celery_bench.py", args)
+            if fsync_url is not None:
                 results["celery+fsync"] = peer(
-                    "celery_bench.py", args, BENCH_REDIS_URL=url, BENCH_COUNTER_URL=REDIS_URL
+                    "celery_bench.py", args, BENCH_REDIS_URL=fsync_url, BENCH_COUNTER_URL=REDIS_URL
                 )
-        results["procrastinate"] = peer("procrastinate_bench.py", args)
-    else:
-        print(
-            "bench/.peers is missing: run `make bench-peers` to compare with Celery and procrastinate", file=sys.stderr
-        )
+            results["procrastinate"] = peer("procrastinate_bench.py", args)
+        else:
+            print(
+                "bench/.peers is missing: run `make bench-peers` to compare with Celery and procrastinate",
+                file=sys.stderr,
+            )
+        if args.rounds > 0:
+            for name, row in interleaved_rounds(args.rounds, args.round_tasks, conveyor_env, fsync_url).items():
+                results[name].update(row)
     rows = [
-        ("enqueue one-by-one, client library (tasks/s)", "enqueue_code_one_per_s", "{:,.0f}"),
+        (f"enqueue one-by-one, client library, median of {args.rounds} rounds", "enqueue_code_one_per_s", "{:,.0f}"),
+        ("    slowest round", "enqueue_code_one_min_per_s", "{:,.0f}"),
+        ("    fastest round", "enqueue_code_one_max_per_s", "{:,.0f}"),
+        ("enqueue one-by-one, client library, in the full run", "enqueue_code_one_run_per_s", "{:,.0f}"),
         ("enqueue in bulk, client library (tasks/s)", "enqueue_code_batch_per_s", "{:,.0f}"),
         ("enqueue one-by-one over HTTP, SDK Client (tasks/s)", "enqueue_one_sdk_per_s", "{:,.0f}"),
         ("enqueue one-by-one over HTTP, http.client (tasks/s)", "enqueue_one_stdlib_per_s", "{:,.0f}"),
@@ -98,7 +160,7 @@ def main() -> None:
         *percentile_rows(f"latency {{p}} at {args.rate:.0f}/s over HTTP (ms)", "latency"),
         ("worker peak RSS (MB)", "worker_rss_mb", "{:.0f}"),
     ]
-    print_table(rows, results)
+    print_table(rows, results, width=60)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import redis
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from bench.common import latency_percentiles, peak_rss_mb
+from bench.common import latency_percentiles, one_by_one_round, peak_rss_mb
 from bench.peers.celery_app import PREFIX, REDIS_URL, counter, noop
 
 
@@ -55,7 +55,19 @@ def wait_done(n: int, timeout: float = 600) -> None:
         time.sleep(0.05)
 
 
+def round_only(count: int) -> None:
+    """One of bench/compare.py's interleaved rounds: *count* delay() calls, from an empty queue and back to one."""
+    queue = redis.Redis.from_url(REDIS_URL)
+    queue.delete(PREFIX)  # a round starts on an empty queue
+    per_s = one_by_one_round(noop.delay, count)
+    queue.delete(PREFIX)
+    print(json.dumps({"per_s": per_s}))
+
+
 def main() -> None:
+    if sys.argv[1] == "round":
+        round_only(int(sys.argv[2]))
+        return
     tasks, concurrency, rate, latency_tasks = (int(a) for a in sys.argv[1:5])
     counter.delete(f"{PREFIX}:done", f"{PREFIX}:latency", f"{PREFIX}:first", f"{PREFIX}:last")
     redis.Redis.from_url(REDIS_URL).delete(PREFIX)  # the broker's queue: start empty
@@ -63,7 +75,7 @@ def main() -> None:
     start = time.perf_counter()
     for _ in range(2000):
         noop.delay()
-    out["enqueue_code_one_per_s"] = 2000 / (time.perf_counter() - start)
+    out["enqueue_code_one_run_per_s"] = 2000 / (time.perf_counter() - start)
     start = time.perf_counter()
     for _ in range(tasks - 2000):
         noop.delay()

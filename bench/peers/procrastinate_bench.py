@@ -18,9 +18,10 @@ import redis
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from bench.common import PG_ADMIN, REDIS_URL, latency_percentiles, peak_rss_mb, vacuum
+from bench.common import PG_ADMIN, REDIS_URL, latency_percentiles, one_by_one_round, peak_rss_mb, vacuum
 
 DB = PG_ADMIN.rsplit("/", 1)[0] + "/procrastinate_bench"
+WORKDIR = os.path.join("/tmp", "procbench")
 counter = redis.Redis.from_url(REDIS_URL)
 
 APP = """
@@ -41,32 +42,58 @@ def noop(sent=None):
 """
 
 
-def main() -> None:
-    tasks, concurrency, rate, latency_tasks = (int(a) for a in sys.argv[1:5])
+def fresh_app() -> Any:
+    """A new procrastinate_bench database with procrastinate's schema, and the app on it."""
     with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
         conn.execute("DROP DATABASE IF EXISTS procrastinate_bench WITH (FORCE)")
         conn.execute("CREATE DATABASE procrastinate_bench")
-    workdir = os.path.join("/tmp", "procbench")
-    os.makedirs(workdir, exist_ok=True)
-    with open(os.path.join(workdir, "procapp.py"), "w") as f:
+    os.makedirs(WORKDIR, exist_ok=True)
+    with open(os.path.join(WORKDIR, "procapp.py"), "w") as f:
         f.write(APP.format(redis=REDIS_URL, db=DB))
-    sys.path.insert(0, workdir)
-    import procapp
-
-    env = {**os.environ, "PYTHONPATH": workdir}
     subprocess.run(
         [sys.executable, "-m", "procrastinate", "--app=procapp.app", "schema", "--apply"],
-        env=env,
+        env={**os.environ, "PYTHONPATH": WORKDIR},
         check=True,
         capture_output=True,
     )
+    sys.path.insert(0, WORKDIR)
+    import procapp
+
+    return procapp
+
+
+def round_only(count: int) -> None:
+    """One of bench/compare.py's interleaved rounds: *count* defer() calls, from
+    an empty jobs table and back to one (on the database a full run left, or
+    on a new one)."""
+    try:
+        psycopg.connect(DB).close()
+        sys.path.insert(0, WORKDIR)
+        import procapp
+    except (psycopg.OperationalError, ImportError):
+        procapp = fresh_app()
+    with psycopg.connect(DB, autocommit=True) as conn:
+        conn.execute("TRUNCATE procrastinate_jobs CASCADE")  # a round starts on an empty queue
+        with procapp.app.open():
+            per_s = one_by_one_round(procapp.noop.defer, count)
+        conn.execute("TRUNCATE procrastinate_jobs CASCADE")
+    print(json.dumps({"per_s": per_s}))
+
+
+def main() -> None:
+    if sys.argv[1] == "round":
+        round_only(int(sys.argv[2]))
+        return
+    tasks, concurrency, rate, latency_tasks = (int(a) for a in sys.argv[1:5])
+    procapp = fresh_app()
+    env = {**os.environ, "PYTHONPATH": WORKDIR}
     counter.delete("procbench:done", "procbench:latency", "procbench:first", "procbench:last")
     out: dict[str, float] = {}
     with procapp.app.open():
         start = time.perf_counter()
         for _ in range(2000):
             procapp.noop.defer()
-        out["enqueue_code_one_per_s"] = 2000 / (time.perf_counter() - start)
+        out["enqueue_code_one_run_per_s"] = 2000 / (time.perf_counter() - start)
         start = time.perf_counter()
         for _ in range((tasks - 2000) // 1000):
             procapp.noop.batch_defer(*[{} for _ in range(1000)])
