@@ -6,7 +6,8 @@ Same workload for each: enqueue one by one, enqueue in bulk, drain N no-op
 tasks with concurrency 50, enqueue->start latency at a steady rate. Then
 the one-by-one enqueue again, in rounds that alternate between the systems
 (``--rounds``, ``--round-tasks``): the machine's speed drifts between the
-full runs, and the rounds give every system the same moments.
+full runs, and the rounds give every system the same moments. The latency
+at the steady rate too (``--latency-rounds``, ``--latency-round-tasks``).
 Conveyor runs in its production shape (PostgreSQL + Redis, one node). The
 peers enqueue through their client library from the producer's process;
 Conveyor's equivalent is enqueuing from Django code (the broker, straight to
@@ -24,11 +25,22 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import REDIS_URL, ROOT, durable_redis, fresh_database, percentile_rows, print_table
-from bench.dispatch_bench import bench_backend
+from bench.common import (
+    REDIS_URL,
+    ROOT,
+    durable_redis,
+    fresh_database,
+    latency_percentiles,
+    percentile_rows,
+    print_table,
+    take_latency_log,
+)
+from bench.dispatch_bench import Node, bench_backend, start_workers, stop_all, wait_sessions
 
 PEERS_PYTHON = ROOT / "bench" / ".peers" / "bin" / "python"
 
@@ -116,6 +128,83 @@ def interleaved_rounds(
     }
 
 
+LATENCY_WARMUP = 20  # unmeasured tasks at the start of each latency round
+
+
+def latency_rounds(rounds: int, count: int, rate: float, fsync_url: str | None) -> dict[str, dict[str, float]]:
+    """Enqueue -> start latency from each system's client library, in rounds
+    that alternate between the systems, as ``interleaved_rounds`` does for
+    the enqueue (a p99 is the slowest 1% of the samples: the moments the
+    machine stalls, which should fall on every system alike).
+
+    Every system's worker (concurrency 50) runs through all rounds; a round
+    is a fresh producer process sending ``LATENCY_WARMUP`` unmeasured then
+    *count* measured tasks at *rate* per second, and waiting until they all
+    ran. A first unrecorded round each lets every worker come up.
+    """
+    import redis
+
+    counter = redis.Redis.from_url(REDIS_URL)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    node = Node("cluster")
+    latency_log = tempfile.mktemp(prefix="conveyor-latency-")
+    servers: list[subprocess.Popen] = []
+    lists: dict[str, str] = {}  # system -> its samples' list in the machine's Redis (seconds)
+
+    def conveyor_round(n: int) -> None:
+        producer = [sys.executable, str(ROOT / "bench" / "code_producer.py"), "code", str(rate), str(n)]
+        subprocess.run([*producer, str(LATENCY_WARMUP)], cwd=ROOT, env=node.env, check=True)
+        while node.unfinished("code"):
+            time.sleep(0.05)
+
+    producers = {"conveyor": conveyor_round}
+    try:
+        workers = start_workers(node.url, 1, 50, "code=1", latency_log)
+        wait_sessions(node, 1)
+        if PEERS_PYTHON.exists():
+            peers = {
+                "celery": ("celery_bench.py", {}, "celerybench"),
+                "procrastinate": ("procrastinate_bench.py", {}, "procbench"),
+            }
+            if fsync_url is not None:
+                fsync_env = {
+                    "BENCH_REDIS_URL": fsync_url,
+                    "BENCH_COUNTER_URL": REDIS_URL,
+                    "BENCH_PREFIX": "celeryfsync",
+                }
+                peers["celery+fsync"] = ("celery_bench.py", fsync_env, "celeryfsync")
+            for name, (script, extra, prefix) in peers.items():
+                argv = [str(PEERS_PYTHON), str(ROOT / "bench" / "peers" / script)]
+                servers.append(subprocess.Popen([*argv, "serve", "50"], cwd=ROOT, env={**env, **extra}))
+                lists[name] = f"{prefix}:latency"
+
+                def peer_round(n: int, argv: list[str] = argv, extra: dict[str, str] = extra) -> None:
+                    round_argv = [*argv, "latency-round", str(n), str(rate), str(LATENCY_WARMUP)]
+                    subprocess.run(round_argv, cwd=ROOT, env={**env, **extra}, check=True, timeout=900)
+
+                producers[name] = peer_round
+        names = list(producers)
+        for name in names:
+            producers[name](0)  # its worker is up and has run a task
+        counter.delete(*lists.values())
+        for r in range(rounds):
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                producers[name](count)
+        samples = {name: [float(x) for x in counter.lrange(key, 0, -1)] for name, key in lists.items()}
+        stop_all(workers)
+        samples["conveyor"] = [float(parts[0]) for parts in take_latency_log(latency_log) if parts[1] == "code"]
+    finally:
+        for proc in servers:
+            proc.terminate()
+        for proc in servers:
+            proc.wait(30)
+        node.stop()
+    return {
+        name: latency_percentiles(values, "rounds") | {"rounds_samples": len(values)}
+        for name, values in samples.items()
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", type=int, default=20000)
@@ -123,6 +212,10 @@ def main() -> None:
     parser.add_argument("--latency-tasks", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5, help="interleaved one-by-one enqueue rounds (default 5)")
     parser.add_argument("--round-tasks", type=int, default=2000, help="enqueues per round (default 2000)")
+    parser.add_argument("--latency-rounds", type=int, default=4, help="interleaved latency rounds (default 4)")
+    parser.add_argument(
+        "--latency-round-tasks", type=int, default=500, help="measured tasks per latency round (default 500)"
+    )
     args = parser.parse_args()
     results = {"conveyor": bench_backend("cluster", args.tasks, 2, 50, args.rate, args.latency_tasks)}
     conveyor_env = in_process_env()
@@ -144,6 +237,10 @@ def main() -> None:
         if args.rounds > 0:
             for name, row in interleaved_rounds(args.rounds, args.round_tasks, conveyor_env, fsync_url).items():
                 results[name].update(row)
+        if args.latency_rounds > 0:
+            measured = latency_rounds(args.latency_rounds, args.latency_round_tasks, args.rate, fsync_url)
+            for name, row in measured.items():
+                results[name].update(row)
     rows = [
         (f"enqueue one-by-one, client library, median of {args.rounds} rounds", "enqueue_code_one_per_s", "{:,.0f}"),
         ("    slowest round", "enqueue_code_one_min_per_s", "{:,.0f}"),
@@ -157,6 +254,8 @@ def main() -> None:
         ("enqueue in bulk over HTTP (tasks/s)", "enqueue_batch_per_s", "{:,.0f}"),
         (f"drain {args.tasks:,} no-op, concurrency 50 (tasks/s)", "drain_per_s", "{:,.0f}"),
         *percentile_rows(f"latency {{p}} at {args.rate:.0f}/s, client library (ms)", "code"),
+        *percentile_rows(f"same, {args.latency_rounds} interleaved rounds, {{p}} (ms)", "rounds"),
+        ("    samples", "rounds_samples", "{:,.0f}"),
         *percentile_rows(f"latency {{p}} at {args.rate:.0f}/s over HTTP (ms)", "latency"),
         ("worker peak RSS (MB)", "worker_rss_mb", "{:.0f}"),
     ]

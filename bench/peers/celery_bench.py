@@ -64,10 +64,33 @@ def round_only(count: int) -> None:
     print(json.dumps({"per_s": per_s}))
 
 
+def latency_round(count: int, rate: float, warmup: int) -> None:
+    """One of bench/compare.py's interleaved latency rounds, on a worker it
+    started (``serve``): *warmup* unmeasured then *count* measured delay()
+    calls at *rate* per second; returns when all have run. The samples
+    gather in the list ``PREFIX:latency``."""
+    counter.delete(f"{PREFIX}:done")
+    interval, next_at = 1.0 / rate, time.perf_counter()
+    for i in range(warmup + count):
+        noop.delay(time.time()) if i >= warmup else noop.delay()
+        next_at += interval
+        pause = next_at - time.perf_counter()
+        if pause > 0:
+            time.sleep(pause)
+    wait_done(warmup + count)
+
+
 def main() -> None:
     if sys.argv[1] == "round":
         round_only(int(sys.argv[2]))
         return
+    if sys.argv[1] == "latency-round":
+        latency_round(int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]))
+        return
+    if sys.argv[1] == "serve":  # a worker for the latency rounds, until SIGTERM
+        proc = worker(int(sys.argv[2]))
+        signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
+        sys.exit(proc.wait())
     tasks, concurrency, rate, latency_tasks = (int(a) for a in sys.argv[1:5])
     counter.delete(f"{PREFIX}:done", f"{PREFIX}:latency", f"{PREFIX}:first", f"{PREFIX}:last")
     redis.Redis.from_url(REDIS_URL).delete(PREFIX)  # the broker's queue: start empty

@@ -80,13 +80,63 @@ def round_only(count: int) -> None:
     print(json.dumps({"per_s": per_s}))
 
 
+def latency_round(count: int, rate: float, warmup: int) -> None:
+    """One of bench/compare.py's interleaved latency rounds, on a worker it
+    started (``serve``): *warmup* unmeasured then *count* measured defer()
+    calls at *rate* per second; returns when all have run. The samples
+    gather in the list ``procbench:latency``."""
+    sys.path.insert(0, WORKDIR)
+    import procapp
+
+    counter.delete("procbench:done")
+    interval, next_at = 1.0 / rate, time.perf_counter()
+    with procapp.app.open():
+        for i in range(warmup + count):
+            procapp.noop.defer(sent=time.time()) if i >= warmup else procapp.noop.defer()
+            next_at += interval
+            pause = next_at - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
+    deadline = time.time() + 600
+    while int(counter.get("procbench:done") or 0) < warmup + count:
+        if time.time() > deadline:
+            raise SystemExit("procrastinate did not finish")
+        time.sleep(0.05)
+
+
+def worker(concurrency: int) -> subprocess.Popen:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "procrastinate",
+            "--app=procapp.app",
+            "worker",
+            "--concurrency",
+            str(concurrency),
+            "--queues",
+            "bench",
+        ],
+        env={**os.environ, "PYTHONPATH": WORKDIR},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 def main() -> None:
     if sys.argv[1] == "round":
         round_only(int(sys.argv[2]))
         return
+    if sys.argv[1] == "latency-round":
+        latency_round(int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]))
+        return
+    if sys.argv[1] == "serve":  # a worker for the latency rounds (on a new database), until SIGTERM
+        fresh_app()
+        proc = worker(int(sys.argv[2]))
+        signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
+        sys.exit(proc.wait())
     tasks, concurrency, rate, latency_tasks = (int(a) for a in sys.argv[1:5])
     procapp = fresh_app()
-    env = {**os.environ, "PYTHONPATH": WORKDIR}
     counter.delete("procbench:done", "procbench:latency", "procbench:first", "procbench:last")
     out: dict[str, float] = {}
     with procapp.app.open():
@@ -98,22 +148,7 @@ def main() -> None:
         for _ in range((tasks - 2000) // 1000):
             procapp.noop.batch_defer(*[{} for _ in range(1000)])
         out["enqueue_code_batch_per_s"] = (tasks - 2000) // 1000 * 1000 / (time.perf_counter() - start)
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "procrastinate",
-                "--app=procapp.app",
-                "worker",
-                "--concurrency",
-                str(concurrency),
-                "--queues",
-                "bench",
-            ],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        proc = worker(concurrency)
         try:
             measure(procapp, proc, out, tasks, rate, latency_tasks)
         finally:  # the worker is not left running when the run fails
