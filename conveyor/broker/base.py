@@ -11,6 +11,7 @@ from typing import Any
 from django.db import connections, transaction
 
 from conveyor.broker.hooks import BrokerHooks, InlineHooks
+from conveyor.broker.offers import Misses
 from conveyor.clock import Clock, system_clock
 from conveyor.events import Event, event_for
 from conveyor.models import Task, TaskDependency
@@ -27,6 +28,8 @@ class BrokerBase:
         self.clock = clock or system_clock
         self.db = using
         self.hooks = hooks or InlineHooks()
+        # Queues where an enqueue just found no offer to take (broker/offers.py, MISS_PAUSE).
+        self.offer_misses = Misses()
 
     def now(self) -> datetime:
         return self.clock.now()

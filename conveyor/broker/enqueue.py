@@ -102,7 +102,7 @@ class EnqueueOps(BrokerBase):
         take = None
         if task.state == State.PENDING:
             values = [getattr(task, attname) for _, attname in pg.task_columns()]
-            take = offers.Take.of(values, task.enqueued_at, visible_first=False)
+            take = offers.Take.of(values, task.enqueued_at, visible_first=False, misses=self.offer_misses)
         sql, params = (take.sql, take.params) if take is not None else pg.insert_statement([task])
         try:
             row = await pg.execute_prepared(conn, sql, params)
@@ -404,7 +404,11 @@ class EnqueueOps(BrokerBase):
         The model instance is built after the INSERT, off the task's path.
         """
         values = task_values(task_id, {**fields, "state": State.PENDING, "enqueued_at": now, "updated_at": now})
-        return offers.insert_taking_offer(self.db, values, now, lambda task: self._announce([task], now, then=run_now))
+
+        def announce(task: Task) -> None:
+            self._announce([task], now, then=run_now)
+
+        return offers.insert_taking_offer(self.db, values, now, announce, self.offer_misses)
 
     def _wakes_before_flush(self) -> bool:
         """Whether a due task of one INSERT, in autocommit on PostgreSQL, can

@@ -82,6 +82,39 @@ _STARTED, _EXPIRES = LEASED_FIELDS.index("started_at"), LEASED_FIELDS.index("lea
 _BODY_DATETIMES = [i for i, name in enumerate(LEASED_FIELDS) if name in _DATETIMES]
 _compact_json = json.JSONEncoder(separators=(",", ":")).encode
 
+# After a take that found no offer of its queue, a broker's next enqueues to
+# that queue skip looking for one for this long: they are plain INSERTs,
+# woken for as usual. Looking costs the INSERT about a third more work in
+# PostgreSQL; a queue with no idle worker (a backlog, a busy producer, a
+# paused or rate-limited queue) would pay it on every enqueue for nothing.
+# Short enough that a trickle (a task every few milliseconds) always looks.
+MISS_PAUSE = timedelta(milliseconds=2)
+MISSES_KEPT = 1024  # queues remembered per broker; past it, all are forgotten
+
+
+class Misses:
+    """Per broker: queue -> until when its enqueues look for no offer (by the broker's clock)."""
+
+    def __init__(self) -> None:
+        self._until: dict[str, datetime] = {}
+
+    def skip(self, queue: str, now: datetime) -> bool:
+        until = self._until.get(queue)
+        if until is None:
+            return False
+        if now < until:
+            return True
+        self._until.pop(queue, None)
+        return False
+
+    def missed(self, queue: str, now: datetime) -> None:
+        if len(self._until) >= MISSES_KEPT:
+            self._until.clear()
+        self._until[queue] = now + MISS_PAUSE
+
+    def found(self, queue: str) -> None:
+        self._until.pop(queue, None)
+
 
 class Take:
     """The statement that INSERTs one due task taking an offer of its queue if there is one.
@@ -94,10 +127,19 @@ class Take:
     notification): then it is a plain INSERT.
     """
 
-    def __init__(self, values: list[Any], now: datetime, expires: datetime, body: str, *, visible_first: bool):
-        self.now, self.expires = now, expires
+    def __init__(
+        self,
+        values: list[Any],
+        now: datetime,
+        expires: datetime,
+        body: str,
+        *,
+        visible_first: bool,
+        misses: Misses | None = None,
+    ):
+        self.now, self.expires, self.misses = now, expires, misses
         self.sql = _take_sql(visible_first)
-        queue = values[_AT["queue"]]
+        self.queue = queue = values[_AT["queue"]]
         params: list[Any] = [queue, now, queue]
         params += [values[i] for i in _KEPT]  # the state and holder as if no offer was taken
         for name in ("metadata", "payload"):
@@ -107,18 +149,30 @@ class Take:
         self.params = params
 
     @classmethod
-    def of(cls, values: list[Any], now: datetime, *, visible_first: bool) -> Take | None:
+    def of(cls, values: list[Any], now: datetime, *, visible_first: bool, misses: Misses | None = None) -> Take | None:
+        """*misses*: the broker's (``MISS_PAUSE``); a take that finds no offer is
+        noted there, and None is returned while its queue's pause lasts."""
         if not conveyor_settings.DISPATCH_OFFERS:
+            return None
+        if misses is not None and misses.skip(values[_AT["queue"]], now):
             return None
         expires = now + timedelta(seconds=conveyor_settings.LEASE_TTL)
         body = offered_body(values, now, expires)
-        return None if body is None else cls(values, now, expires, body, visible_first=visible_first)
+        if body is None:
+            return None
+        return cls(values, now, expires, body, visible_first=visible_first, misses=misses)
 
     def taken(self, row: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """From the statement's row: None, or for a task that took an offer what
         its row says of its lease (``LEASE_FIELDS``' values)."""
         lease_id, holder = row[-3], row[-2]
-        return None if lease_id is None else (State.ACTIVE, lease_id, holder, self.expires, self.now)
+        if lease_id is None:
+            if self.misses is not None:
+                self.misses.missed(self.queue, self.now)
+            return None
+        if self.misses is not None:
+            self.misses.found(self.queue)
+        return (State.ACTIVE, lease_id, holder, self.expires, self.now)
 
 
 LEASE_FIELDS = ("state", "lease_id", "lease_holder", "lease_expires_at", "started_at")
@@ -129,13 +183,15 @@ def set_lease(task: Task, values: tuple[Any, ...]) -> None:
     task.state, task.lease_id, task.lease_holder, task.lease_expires_at, task.started_at = values
 
 
-def insert_taking_offer(using: str, values: list[Any], now: datetime, then: Callable[[Task], None]) -> Task:
+def insert_taking_offer(
+    using: str, values: list[Any], now: datetime, then: Callable[[Task], None], misses: Misses | None = None
+) -> Task:
     """INSERT one due task in autocommit, taking an offer of its queue if there
-    is one (``Take``), and return it as stored once durable: it commits
-    visible at once (its node has it then), *then* is called with the task
-    while the flush runs, and this returns after the flush
-    (``pg.insert_then_flush``)."""
-    take = Take.of(values, now, visible_first=True)
+    is one (``Take``; *misses* as there), and return it as stored once
+    durable: it commits visible at once (its node has it then), *then* is
+    called with the task while the flush runs, and this returns after the
+    flush (``pg.insert_then_flush``)."""
+    take = Take.of(values, now, visible_first=True, misses=misses)
     built = None
     if take is None:
         built = task_from_values(values)

@@ -20,7 +20,7 @@ from django.test import override_settings
 
 from conveyor.broker import Broker, TaskSpec
 from conveyor.broker.hooks import RecordingHooks
-from conveyor.broker.offers import BODY_MAX, Take, offered_task
+from conveyor.broker.offers import BODY_MAX, MISS_PAUSE, Take, offered_task
 from conveyor.broker.pg import task_columns
 from conveyor.dispatch.loop_lease import LoopLeaser
 from conveyor.dispatch.offers import WITHDRAW
@@ -109,6 +109,35 @@ def test_offers_are_taken_oldest_first(db_alias, clock, producer, listener):
 
     assert [first.lease_id, second.lease_id, third.lease_id] == ["lease-1", "lease-2", None]
     assert [n.partition(" ")[0] for n in notes(listener) + notes(listener)] == ["lease-1", "lease-2"]
+
+
+def test_after_a_miss_the_queue_looks_for_no_offer_until_the_pause_is_over(db_alias, clock, producer, listener):
+    broker, hooks = producer
+    missed = broker.enqueue(TaskSpec(type="t", queue="email"))  # nothing to take yet
+    offer(db_alias, clock, "lease-1")
+
+    clock.advance(MISS_PAUSE.total_seconds() / 2)
+    paused = broker.enqueue(TaskSpec(type="t", queue="email"))
+    other = broker.enqueue(TaskSpec(type="t", queue="sms"))  # another queue's takes go on
+    clock.advance(MISS_PAUSE.total_seconds())
+    after = broker.enqueue(TaskSpec(type="t", queue="email"))
+
+    assert (missed.state, paused.state, other.state) == (State.PENDING, State.PENDING, State.PENDING)
+    assert [queue for queue, _ in hooks.wakes] == ["email", "email", "sms"]  # the take: no wake
+    assert Task.objects.using(db_alias).get(id=paused.id).state == State.PENDING
+    assert (after.state, after.lease_id) == (State.ACTIVE, "lease-1")
+    assert [n.partition(" ")[0] for n in notes(listener)] == ["lease-1"]
+
+
+def test_a_take_that_finds_an_offer_does_not_pause_its_queue(db_alias, clock, producer, listener):
+    broker, _ = producer
+    offer(db_alias, clock, "lease-1")
+    offer(db_alias, clock, "lease-2")
+
+    first = broker.enqueue(TaskSpec(type="t", queue="email"))
+    second = broker.enqueue(TaskSpec(type="t", queue="email"))  # same instant
+
+    assert [first.lease_id, second.lease_id] == ["lease-1", "lease-2"]
 
 
 def test_an_expired_offer_is_not_taken(db_alias, clock, producer, listener):

@@ -26,6 +26,7 @@ from psycopg.pq import TransactionStatus
 
 from conveyor.broker import Broker, TaskSpec, pg
 from conveyor.broker.hooks import RecordingHooks
+from conveyor.broker.offers import MISS_PAUSE
 from conveyor.broker.rows import new_task
 from conveyor.broker.validation import task_fields
 from conveyor.dispatch.loop_lease import LoopLeaser
@@ -274,10 +275,12 @@ def test_the_enqueue_survives_its_prepared_statement_being_dropped(db_alias, clo
 
     with connections[db_alias].cursor() as cursor:
         cursor.execute("DEALLOCATE ALL")
+    clock.advance(MISS_PAUSE.total_seconds())  # the same statement again (it found no offer to take)
     second = broker.enqueue(TaskSpec(type="t", queue="email"))
     with pytest.raises(RuntimeError), transaction.atomic(using=db_alias):
         pg.run(db_alias, "SELECT count(*) FROM conveyor_task WHERE queue = %s", ["email"])  # one of psycopg's
         raise RuntimeError("rolled back")
+    clock.advance(MISS_PAUSE.total_seconds())
     third = broker.enqueue(TaskSpec(type="t", queue="email"))
 
     assert Task.objects.using(db_alias).filter(id__in=[second.id, third.id]).count() == 2
@@ -307,15 +310,16 @@ def test_an_insert_statement_dropped_by_name_is_prepared_again_and_the_rest_kept
     broker = Broker(clock=clock, using=db_alias, hooks=Watching(db_alias, djangos(db_alias)))
     broker.enqueue(TaskSpec(type="t", queue="email"))
     before = prepared_texts(db_alias)
-    [insert] = [name for name, text in before.items() if "INSERT INTO" in text]
+    [insert] = [name for name, text in before.items() if "INSERT INTO" in text and "conveyor_offer" in text]
     with connections[db_alias].cursor() as cursor:
         cursor.execute(f"DEALLOCATE {insert}")
+    clock.advance(MISS_PAUSE.total_seconds())  # the same statement again (it found no offer to take)
 
     task = broker.enqueue(TaskSpec(type="t", queue="email"))
 
     assert Task.objects.using(db_alias).filter(id=task.id).exists()
     after = prepared_texts(db_alias)
-    assert insert not in after and sum("INSERT INTO" in text for text in after.values()) == 1
+    assert insert not in after and list(after.values()).count(before[insert]) == 1
     flush = {name for name, text in before.items() if "pg_logical_emit_message" in text}
     assert flush and flush <= set(after)  # the flush's statement kept its name
     assert sum("pg_logical_emit_message" in text for text in after.values()) == 1  # and was not made again
