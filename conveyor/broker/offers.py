@@ -80,6 +80,8 @@ _BODY = [None if name in _FROM_THE_OFFER else _AT[name] for name in LEASED_FIELD
 _STATE, _PAYLOAD = LEASED_FIELDS.index("state"), LEASED_FIELDS.index("payload")
 _STARTED, _EXPIRES = LEASED_FIELDS.index("started_at"), LEASED_FIELDS.index("lease_expires_at")
 _BODY_DATETIMES = [i for i, name in enumerate(LEASED_FIELDS) if name in _DATETIMES]
+# The values ``pg.cell`` changes for a statement's parameters.
+_CONVERTED = ("metadata", "payload")
 _compact_json = json.JSONEncoder(separators=(",", ":")).encode
 
 # After a take that found no offer of its queue, a broker's next enqueues to
@@ -142,7 +144,7 @@ class Take:
         self.queue = queue = values[_AT["queue"]]
         params: list[Any] = [queue, now, queue]
         params += [values[i] for i in _KEPT]  # the state and holder as if no offer was taken
-        for name in ("metadata", "payload"):
+        for name in _CONVERTED:
             params[_PARAM[name]] = pg.cell(params[_PARAM[name]], name)
         params[_PARAM["lease_expires_at"]], params[_PARAM["started_at"]] = expires, now
         params.append(body)
@@ -192,18 +194,15 @@ def insert_taking_offer(
     called with the task while the flush runs, and this returns after the
     flush (``pg.insert_then_flush``)."""
     take = Take.of(values, now, visible_first=True, misses=misses)
-    built = None
     if take is None:
-        built = task_from_values(values)
-        sql, params = pg.insert_statement([built])
+        sql, params = plain_insert(values)
         sql += pg.VISIBLE_FIRST
     else:
         sql, params = take.sql, take.params
     stored: list[Task] = []
 
     def announce(row: tuple[Any, ...]) -> None:
-        # Built after the INSERT, off the task's path (unless the INSERT needed it).
-        task = built if built is not None else task_from_values(values)
+        task = task_from_values(values)  # built after the INSERT, off the task's path
         taken = take.taken(row) if take is not None else None
         if taken is not None:
             set_lease(task, taken)
@@ -212,6 +211,14 @@ def insert_taking_offer(
 
     pg.insert_then_flush(using, sql, params, announce)
     return stored[0]
+
+
+def plain_insert(values: list[Any]) -> tuple[str, list[Any]]:
+    """``pg.insert_statement`` for one task, from its values (as ``Take``'s)."""
+    params = list(values)
+    for name in _CONVERTED:
+        params[_AT[name]] = pg.cell(params[_AT[name]], name)
+    return pg.values_sql(1), params
 
 
 def offered_body(values: list[Any], started: datetime, expires: datetime) -> str | None:

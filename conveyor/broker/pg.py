@@ -140,14 +140,20 @@ _VALUES_SQL: dict[int, str] = {}
 def insert_statement(tasks: Sequence[Task]) -> tuple[str, list[Any]]:
     """A VALUES-list INSERT of the tasks (PostgreSQL) and its parameters."""
     columns = task_columns()
-    sql = _VALUES_SQL.get(len(tasks))
+    return values_sql(len(tasks)), [cell(getattr(t, attname), attname) for t in tasks for _, attname in columns]
+
+
+def values_sql(rows: int) -> str:
+    """``insert_statement``'s SQL for that many rows."""
+    sql = _VALUES_SQL.get(rows)
     if sql is None:
+        columns = task_columns()
         row = "(" + ", ".join("%s::jsonb" if attname == "metadata" else "%s" for _, attname in columns) + ")"
-        sql = _VALUES_SQL[len(tasks)] = (
+        sql = _VALUES_SQL[rows] = (
             f'INSERT INTO "{Task._meta.db_table}" ({", ".join(f'"{c}"' for c, _ in columns)}) '
-            f"VALUES {', '.join([row] * len(tasks))}"
+            f"VALUES {', '.join([row] * rows)}"
         )
-    return sql, [cell(getattr(t, attname), attname) for t in tasks for _, attname in columns]
+    return sql
 
 
 # Appended to a one-row INSERT in autocommit: its own transaction commits

@@ -6,6 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from conveyor.broker.offers import plain_insert
+from conveyor.broker.pg import insert_statement
 from conveyor.broker.rows import new_task, task_from_values, task_values
 from conveyor.models import Task
 
@@ -89,3 +91,12 @@ def test_a_field_behind_a_data_descriptor_is_set_through_the_constructor(monkeyp
         monkeypatch.undo()
         rows._PLAN = None
     assert rows._plan().direct is True
+
+
+@pytest.mark.parametrize("metadata", [{}, {"k": "v", "n": 1}], ids=["empty metadata", "metadata"])
+@pytest.mark.parametrize("payload", [b"{}", memoryview(b"\x00bin")], ids=["bytes", "memoryview"])
+def test_a_plain_insert_from_values_is_the_insert_of_the_task_they_make(metadata, payload):
+    fields = {"queue": "q", "type": "t", "payload": payload, "metadata": metadata, "due_at": datetime.now(UTC)}
+    values = task_values("id1", fields)
+
+    assert plain_insert(values) == insert_statement([task_from_values(values)])
