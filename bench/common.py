@@ -161,9 +161,9 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def percentile_rows(label: str, prefix: str) -> list[tuple[str, str, str]]:
+def percentile_rows(label: str, prefix: str, fmt: str = "{:.1f}") -> list[tuple[str, str, str]]:
     """The p50/p95/p99 rows of ``latency_percentiles(..., prefix)`` for print_table."""
-    return [(label.format(p=f"p{p}"), f"{prefix}_p{p}_ms", "{:.1f}") for p in (50, 95, 99)]
+    return [(label.format(p=f"p{p}"), f"{prefix}_p{p}_ms", fmt) for p in (50, 95, 99)]
 
 
 def print_table(rows: list[tuple[str, str, str]], results: dict[str, dict[str, float]], width: int = 52) -> None:

@@ -212,7 +212,7 @@ def main() -> None:
     parser.add_argument("--latency-tasks", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5, help="interleaved one-by-one enqueue rounds (default 5)")
     parser.add_argument("--round-tasks", type=int, default=2000, help="enqueues per round (default 2000)")
-    parser.add_argument("--latency-rounds", type=int, default=4, help="interleaved latency rounds (default 4)")
+    parser.add_argument("--latency-rounds", type=int, default=8, help="interleaved latency rounds (default 8)")
     parser.add_argument(
         "--latency-round-tasks", type=int, default=500, help="measured tasks per latency round (default 500)"
     )
@@ -254,7 +254,7 @@ def main() -> None:
         ("enqueue in bulk over HTTP (tasks/s)", "enqueue_batch_per_s", "{:,.0f}"),
         (f"drain {args.tasks:,} no-op, concurrency 50 (tasks/s)", "drain_per_s", "{:,.0f}"),
         *percentile_rows(f"latency {{p}} at {args.rate:.0f}/s, client library (ms)", "code"),
-        *percentile_rows(f"same, {args.latency_rounds} interleaved rounds, {{p}} (ms)", "rounds"),
+        *percentile_rows(f"same, {args.latency_rounds} interleaved rounds, {{p}} (ms)", "rounds", "{:.2f}"),
         ("    samples", "rounds_samples", "{:,.0f}"),
         *percentile_rows(f"latency {{p}} at {args.rate:.0f}/s over HTTP (ms)", "latency"),
         ("worker peak RSS (MB)", "worker_rss_mb", "{:.0f}"),
