@@ -171,7 +171,7 @@ def main() -> None:
     parser.add_argument("--process-broker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--round", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.round:
+    if args.round is not None:
         print(json.dumps(run_round(args.round)))
         return
     if args.inner:

@@ -146,15 +146,20 @@ def latency_rounds(rounds: int, count: int, rate: float, fsync_url: str | None) 
 
     counter = redis.Redis.from_url(REDIS_URL)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    handle, latency_log = tempfile.mkstemp(prefix="conveyor-latency-")
+    os.close(handle)
     node = Node("cluster")
-    latency_log = tempfile.mktemp(prefix="conveyor-latency-")
+    workers: list[subprocess.Popen] = []
     servers: list[subprocess.Popen] = []
     lists: dict[str, str] = {}  # system -> its samples' list in the machine's Redis (seconds)
 
     def conveyor_round(n: int) -> None:
         producer = [sys.executable, str(ROOT / "bench" / "code_producer.py"), "code", str(rate), str(n)]
-        subprocess.run([*producer, str(LATENCY_WARMUP)], cwd=ROOT, env=node.env, check=True)
+        subprocess.run([*producer, str(LATENCY_WARMUP)], cwd=ROOT, env=node.env, check=True, timeout=900)
+        deadline = time.time() + 600
         while node.unfinished("code"):
+            if time.time() > deadline:
+                raise SystemExit("conveyor's latency round did not finish")
             time.sleep(0.05)
 
     producers = {"conveyor": conveyor_round}
@@ -175,7 +180,13 @@ def latency_rounds(rounds: int, count: int, rate: float, fsync_url: str | None) 
                 peers["celery+fsync"] = ("celery_bench.py", fsync_env, "celeryfsync")
             for name, (script, extra, prefix) in peers.items():
                 argv = [str(PEERS_PYTHON), str(ROOT / "bench" / "peers" / script)]
-                servers.append(subprocess.Popen([*argv, "serve", "50"], cwd=ROOT, env={**env, **extra}))
+                server = subprocess.Popen(
+                    [*argv, "serve", "50"], cwd=ROOT, env={**env, **extra}, stdout=subprocess.PIPE, text=True
+                )
+                servers.append(server)
+                assert server.stdout is not None
+                if server.stdout.readline().strip() != "ready":  # its database and worker are set up
+                    raise SystemExit(f"{name}'s worker did not start")
                 lists[name] = f"{prefix}:latency"
 
                 def peer_round(n: int, argv: list[str] = argv, extra: dict[str, str] = extra) -> None:
@@ -186,19 +197,28 @@ def latency_rounds(rounds: int, count: int, rate: float, fsync_url: str | None) 
         names = list(producers)
         for name in names:
             producers[name](0)  # its worker is up and has run a task
-        counter.delete(*lists.values())
+        if lists:
+            counter.delete(*lists.values())
         for r in range(rounds):
             for name in names[r % len(names) :] + names[: r % len(names)]:
                 producers[name](count)
         samples = {name: [float(x) for x in counter.lrange(key, 0, -1)] for name, key in lists.items()}
         stop_all(workers)
+        workers = []
         samples["conveyor"] = [float(parts[0]) for parts in take_latency_log(latency_log) if parts[1] == "code"]
     finally:
+        stop_all(workers)
         for proc in servers:
             proc.terminate()
         for proc in servers:
-            proc.wait(30)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
         node.stop()
+        if os.path.exists(latency_log):
+            os.unlink(latency_log)
     return {
         name: latency_percentiles(values, "rounds") | {"rounds_samples": len(values)}
         for name, values in samples.items()

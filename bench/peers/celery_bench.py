@@ -90,6 +90,7 @@ def main() -> None:
     if sys.argv[1] == "serve":  # a worker for the latency rounds, until SIGTERM
         proc = worker(int(sys.argv[2]))
         signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
+        print("ready", flush=True)
         sys.exit(proc.wait())
     tasks, concurrency, rate, latency_tasks = (int(a) for a in sys.argv[1:5])
     counter.delete(f"{PREFIX}:done", f"{PREFIX}:latency", f"{PREFIX}:first", f"{PREFIX}:last")

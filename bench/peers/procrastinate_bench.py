@@ -134,6 +134,7 @@ def main() -> None:
         fresh_app()
         proc = worker(int(sys.argv[2]))
         signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
+        print("ready", flush=True)
         sys.exit(proc.wait())
     tasks, concurrency, rate, latency_tasks = (int(a) for a in sys.argv[1:5])
     procapp = fresh_app()

@@ -95,7 +95,9 @@ MISSES_KEPT = 1024  # queues remembered per broker; past it, all are forgotten
 
 
 class Misses:
-    """Per broker: queue -> until when its enqueues look for no offer (by the broker's clock)."""
+    """Per broker (so per process): queue -> until when its enqueues look for
+    no offer (by the broker's clock). Shared by the broker's threads: each
+    step is one dict operation, and a lost update costs one look more."""
 
     def __init__(self) -> None:
         self._until: dict[str, datetime] = {}
@@ -104,7 +106,7 @@ class Misses:
         until = self._until.get(queue)
         if until is None:
             return False
-        if now < until:
+        if now < until <= now + MISS_PAUSE:  # (a clock set back does not stretch the pause)
             return True
         self._until.pop(queue, None)
         return False

@@ -346,17 +346,32 @@ def _execute_prepared_gen(raw: Any, sql: str, params: Sequence[Any]) -> Any:
 def _dumped(raw: Any, params: Sequence[Any]) -> tuple[Any, list[Any], tuple[int, ...]]:
     """A transformer for *raw*'s statements, *params* dumped by it, and their types' oids.
 
-    One transformer per connection, kept on it, as a psycopg cursor keeps
+    One transformer per connection, kept for it, as a psycopg cursor keeps
     one for all its statements (it caches a dumper per type: a new one per
     statement costs three times as long). ``insert_then_flush`` and
     ``execute_prepared`` have their connection to themselves, and so their
     transformer.
     """
-    tx = getattr(raw, "_conveyor_transformer", None)
+    tx = _TRANSFORMERS.get(raw)
     if tx is None:
-        tx = raw._conveyor_transformer = adapt.Transformer(raw)
+        tx = _TRANSFORMERS[raw] = adapt.Transformer(_WeakContext(raw))
     values = tx.dump_sequence(params, [adapt.PyFormat.AUTO] * len(params))
     return tx, values, tuple(tx.types)
+
+
+class _WeakContext:
+    """What a transformer needs of its connection (psycopg's ``AdaptContext``),
+    without keeping it alive: a connection dropped unclosed is freed at once
+    (and its server session ends), as before it had a transformer kept."""
+
+    __slots__ = ("adapters", "connection")
+
+    def __init__(self, raw: Any) -> None:
+        self.adapters = raw.adapters
+        self.connection = weakref.proxy(raw)
+
+
+_TRANSFORMERS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 def _first_row(tx: Any, result: Any) -> tuple[Any, ...]:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import socket
+import warnings
+import weakref
 from typing import Any
 
 import psycopg
@@ -273,3 +276,24 @@ def test_an_enqueue_abandoned_while_its_insert_runs_is_stored_and_announced(brok
     stored = broker.tasks.filter(type="abandoned")
     assert stored.count() == 1
     assert [e.task_id for e in hooks.events if e.type == "abandoned"] == [stored.get().id]
+
+
+def test_a_connection_a_statement_ran_on_is_freed_when_dropped_unclosed(db_alias):
+    # The statement's transformer is kept for its connection; it must not keep
+    # the connection (and its server session) alive until a garbage collection.
+    params = connections[db_alias].get_connection_params()
+    params.pop("cursor_factory", None)
+
+    async def run_one() -> weakref.ref:
+        conn = await psycopg.AsyncConnection.connect(**params, autocommit=True)
+        assert await pg.execute_prepared(conn, "SELECT %s::int + 1", [41]) == (42,)
+        return weakref.ref(conn)
+
+    gc.disable()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)  # psycopg's note on a connection left open
+            dropped = asyncio.run(run_one())
+            assert dropped() is None
+    finally:
+        gc.enable()

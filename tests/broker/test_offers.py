@@ -115,6 +115,7 @@ def test_after_a_miss_the_queue_looks_for_no_offer_until_the_pause_is_over(db_al
     broker, hooks = producer
     missed = broker.enqueue(TaskSpec(type="t", queue="email"))  # nothing to take yet
     offer(db_alias, clock, "lease-1")
+    offer(db_alias, clock, "lease-s", queue="sms")
 
     clock.advance(MISS_PAUSE.total_seconds() / 2)
     paused = broker.enqueue(TaskSpec(type="t", queue="email"))
@@ -122,11 +123,28 @@ def test_after_a_miss_the_queue_looks_for_no_offer_until_the_pause_is_over(db_al
     clock.advance(MISS_PAUSE.total_seconds())
     after = broker.enqueue(TaskSpec(type="t", queue="email"))
 
-    assert (missed.state, paused.state, other.state) == (State.PENDING, State.PENDING, State.PENDING)
-    assert [queue for queue, _ in hooks.wakes] == ["email", "email", "sms"]  # the take: no wake
+    assert (missed.state, paused.state) == (State.PENDING, State.PENDING)
+    assert [queue for queue, _ in hooks.wakes] == ["email", "email"]  # the takes: no wake
     assert Task.objects.using(db_alias).get(id=paused.id).state == State.PENDING
+    assert (other.state, other.lease_id) == (State.ACTIVE, "lease-s")
     assert (after.state, after.lease_id) == (State.ACTIVE, "lease-1")
-    assert [n.partition(" ")[0] for n in notes(listener)] == ["lease-1"]
+    assert [n.partition(" ")[0] for n in notes(listener) + notes(listener)] == ["lease-s", "lease-1"]
+
+
+def test_a_nodes_own_enqueue_pauses_after_a_miss_too(db_alias, clock, listener):
+    broker = Broker(clock=clock, using=db_alias, hooks=RecordingHooks())  # the node's: one for its leasers
+
+    def enqueue() -> Task:
+        return on_loop(LoopLeaser(broker), lambda leaser: leaser.enqueue(TaskSpec(type="t", queue="email"))).task
+
+    missed = enqueue()
+    offer(db_alias, clock, "lease-1")
+    paused = enqueue()
+    clock.advance(MISS_PAUSE.total_seconds())
+    after = enqueue()
+
+    assert (missed.state, paused.state) == (State.PENDING, State.PENDING)
+    assert (after.state, after.lease_id) == (State.ACTIVE, "lease-1")
 
 
 def test_a_take_that_finds_an_offer_does_not_pause_its_queue(db_alias, clock, producer, listener):

@@ -99,4 +99,8 @@ def test_a_plain_insert_from_values_is_the_insert_of_the_task_they_make(metadata
     fields = {"queue": "q", "type": "t", "payload": payload, "metadata": metadata, "due_at": datetime.now(UTC)}
     values = task_values("id1", fields)
 
-    assert plain_insert(values) == insert_statement([task_from_values(values)])
+    sql, params = plain_insert(values)
+    expected_sql, expected = insert_statement([task_from_values(values)])
+
+    assert (sql, params) == (expected_sql, expected)
+    assert [type(p) for p in params] == [type(p) for p in expected]  # (a memoryview equals its bytes)

@@ -36,3 +36,10 @@ def test_past_the_number_kept_every_queue_is_forgotten():
     misses.missed("one more", NOW)
 
     assert not misses.skip("q0", NOW) and misses.skip("one more", NOW)
+
+
+def test_a_clock_set_back_does_not_stretch_the_pause():
+    misses = Misses()
+    misses.missed("email", NOW)
+
+    assert not misses.skip("email", NOW - timedelta(hours=1))
