@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NoReturn
 
 ROOT = Path(__file__).resolve().parents[1]
 PG_ADMIN = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
@@ -111,6 +113,28 @@ def one_by_one_round(enqueue: Callable[[], None], count: int) -> float:
     for _ in range(count):
         enqueue()
     return count / (time.perf_counter() - start)
+
+
+def at_rate(count: int, rate: float, send: Callable[[int], None]) -> None:
+    """Call ``send(i)`` for each i below *count* on a fixed schedule of *rate*
+    per second: a slow call delays the next, as a producer's own would (the
+    latency runs' producers)."""
+    interval, next_at = 1.0 / rate, time.perf_counter()
+    for i in range(count):
+        send(i)
+        next_at += interval
+        pause = next_at - time.perf_counter()
+        if pause > 0:
+            time.sleep(pause)
+
+
+def serve(proc: subprocess.Popen) -> NoReturn:
+    """Hold a peer's worker *proc* for bench/compare.py's latency rounds: say
+    "ready" (on standard output, once it is started), pass SIGTERM on to it,
+    and exit with its status."""
+    signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
+    print("ready", flush=True)
+    sys.exit(proc.wait())
 
 
 def rate(count: int, seconds: float) -> str:

@@ -86,6 +86,12 @@ def in_process(env: dict[str, str]) -> dict[str, float]:
     return {"enqueue_code_one_run_per_s": result["enqueue_one"], "enqueue_code_batch_per_s": result["enqueue_batch"]}
 
 
+def rotated(names: list[str], r: int) -> list[str]:
+    """The systems in round *r*'s order: each round starts with the next one."""
+    k = r % len(names)
+    return names[k:] + names[:k]
+
+
 def interleaved_rounds(
     rounds: int, count: int, conveyor_env: dict[str, str], fsync_url: str | None
 ) -> dict[str, dict[str, float]]:
@@ -114,7 +120,7 @@ def interleaved_rounds(
     names = list(commands)
     samples: dict[str, list[float]] = {name: [] for name in names}
     for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
+        for name in rotated(names, r):
             argv, run_env = commands[name]
             out = subprocess.run(argv, cwd=ROOT, env=run_env, check=True, capture_output=True, text=True)
             samples[name].append(json.loads(out.stdout.strip().splitlines()[-1])["per_s"])
@@ -200,7 +206,7 @@ def latency_rounds(rounds: int, count: int, rate: float, fsync_url: str | None) 
         if lists:
             counter.delete(*lists.values())
         for r in range(rounds):
-            for name in names[r % len(names) :] + names[: r % len(names)]:
+            for name in rotated(names, r):
                 producers[name](count)
         samples = {name: [float(x) for x in counter.lrange(key, 0, -1)] for name, key in lists.items()}
         stop_all(workers)

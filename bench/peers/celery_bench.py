@@ -16,7 +16,7 @@ import redis
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from bench.common import latency_percentiles, one_by_one_round, peak_rss_mb
+from bench.common import at_rate, latency_percentiles, one_by_one_round, peak_rss_mb, serve
 from bench.peers.celery_app import PREFIX, REDIS_URL, counter, noop
 
 
@@ -70,13 +70,7 @@ def latency_round(count: int, rate: float, warmup: int) -> None:
     calls at *rate* per second; returns when all have run. The samples
     gather in the list ``PREFIX:latency``."""
     counter.delete(f"{PREFIX}:done")
-    interval, next_at = 1.0 / rate, time.perf_counter()
-    for i in range(warmup + count):
-        noop.delay(time.time()) if i >= warmup else noop.delay()
-        next_at += interval
-        pause = next_at - time.perf_counter()
-        if pause > 0:
-            time.sleep(pause)
+    at_rate(warmup + count, rate, lambda i: noop.delay(time.time()) if i >= warmup else noop.delay())
     wait_done(warmup + count)
 
 
@@ -88,10 +82,7 @@ def main() -> None:
         latency_round(int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]))
         return
     if sys.argv[1] == "serve":  # a worker for the latency rounds, until SIGTERM
-        proc = worker(int(sys.argv[2]))
-        signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
-        print("ready", flush=True)
-        sys.exit(proc.wait())
+        serve(worker(int(sys.argv[2])))
     tasks, concurrency, rate, latency_tasks = (int(a) for a in sys.argv[1:5])
     counter.delete(f"{PREFIX}:done", f"{PREFIX}:latency", f"{PREFIX}:first", f"{PREFIX}:last")
     redis.Redis.from_url(REDIS_URL).delete(PREFIX)  # the broker's queue: start empty
@@ -109,13 +100,7 @@ def main() -> None:
     first, last = (float(counter.get(f"{PREFIX}:{k}")) for k in ("first", "last"))
     out["drain_per_s"] = (tasks - 1) / (last - first)  # first to last completion
     counter.delete(f"{PREFIX}:done")
-    interval, next_at = 1.0 / rate, time.perf_counter()
-    for _ in range(latency_tasks):
-        noop.delay(time.time())
-        next_at += interval
-        pause = next_at - time.perf_counter()
-        if pause > 0:
-            time.sleep(pause)
+    at_rate(latency_tasks, rate, lambda _: noop.delay(time.time()))
     wait_done(latency_tasks)
     samples = [float(x) for x in counter.lrange(f"{PREFIX}:latency", 0, -1)]
     out.update(latency_percentiles(samples, "code"))  # their client library, like Conveyor's code_producer

@@ -18,7 +18,16 @@ import redis
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from bench.common import PG_ADMIN, REDIS_URL, latency_percentiles, one_by_one_round, peak_rss_mb, vacuum
+from bench.common import (
+    PG_ADMIN,
+    REDIS_URL,
+    at_rate,
+    latency_percentiles,
+    one_by_one_round,
+    peak_rss_mb,
+    serve,
+    vacuum,
+)
 
 DB = PG_ADMIN.rsplit("/", 1)[0] + "/procrastinate_bench"
 WORKDIR = os.path.join("/tmp", "procbench")
@@ -89,16 +98,18 @@ def latency_round(count: int, rate: float, warmup: int) -> None:
     import procapp
 
     counter.delete("procbench:done")
-    interval, next_at = 1.0 / rate, time.perf_counter()
     with procapp.app.open():
-        for i in range(warmup + count):
-            procapp.noop.defer(sent=time.time()) if i >= warmup else procapp.noop.defer()
-            next_at += interval
-            pause = next_at - time.perf_counter()
-            if pause > 0:
-                time.sleep(pause)
-    deadline = time.time() + 600
-    while int(counter.get("procbench:done") or 0) < warmup + count:
+        at_rate(
+            warmup + count,
+            rate,
+            lambda i: procapp.noop.defer(sent=time.time()) if i >= warmup else procapp.noop.defer(),
+        )
+    wait_done(warmup + count)
+
+
+def wait_done(n: int, timeout: float = 600) -> None:
+    deadline = time.time() + timeout
+    while int(counter.get("procbench:done") or 0) < n:
         if time.time() > deadline:
             raise SystemExit("procrastinate did not finish")
         time.sleep(0.05)
@@ -132,10 +143,7 @@ def main() -> None:
         return
     if sys.argv[1] == "serve":  # a worker for the latency rounds (on a new database), until SIGTERM
         fresh_app()
-        proc = worker(int(sys.argv[2]))
-        signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
-        print("ready", flush=True)
-        sys.exit(proc.wait())
+        serve(worker(int(sys.argv[2])))
     tasks, concurrency, rate, latency_tasks = (int(a) for a in sys.argv[1:5])
     procapp = fresh_app()
     counter.delete("procbench:done", "procbench:latency", "procbench:first", "procbench:last")
@@ -163,22 +171,14 @@ def measure(
 ) -> None:
     """The drain (already started by the worker *proc*) and the latency run."""
     done = (tasks - 2000) // 1000 * 1000 + 2000
-    while int(counter.get("procbench:done") or 0) < done:
-        time.sleep(0.05)
+    wait_done(done, timeout=3600)  # (it drains at 50-100 tasks/s here)
     # Timed from the first completion to the last: start-up not counted.
     first, last = (float(counter.get(f"procbench:{k}")) for k in ("first", "last"))
     out["drain_per_s"] = (done - 1) / (last - first)
     counter.delete("procbench:done")
     vacuum(DB)  # as bench/dispatch_bench.py does for Conveyor
-    interval, next_at = 1.0 / rate, time.perf_counter()
-    for _ in range(latency_tasks):
-        procapp.noop.defer(sent=time.time())
-        next_at += interval
-        pause = next_at - time.perf_counter()
-        if pause > 0:
-            time.sleep(pause)
-    while int(counter.get("procbench:done") or 0) < latency_tasks:
-        time.sleep(0.05)
+    at_rate(latency_tasks, rate, lambda _: procapp.noop.defer(sent=time.time()))
+    wait_done(latency_tasks, timeout=3600)  # (it may fall behind the rate)
     samples = [float(x) for x in counter.lrange("procbench:latency", 0, -1)]
     out.update(latency_percentiles(samples, "code"))  # their client library, like Conveyor's code_producer
     out["worker_rss_mb"] = peak_rss_mb(proc.pid)
