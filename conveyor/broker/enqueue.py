@@ -99,11 +99,11 @@ class EnqueueOps(BrokerBase):
         takes an offer if there is one, as from Django code (then it is
         stored leased, its node is notified, and it needs no wake).
         """
+        values = [getattr(task, attname) for _, attname in pg.task_columns()]
         take = None
         if task.state == State.PENDING:
-            values = [getattr(task, attname) for _, attname in pg.task_columns()]
             take = offers.Take.of(values, task.enqueued_at, visible_first=False, misses=self.offer_misses)
-        sql, params = (take.sql, take.params) if take is not None else pg.insert_statement([task])
+        sql, params = (take.sql, take.params) if take is not None else offers.plain_insert(values)
         try:
             row = await pg.execute_prepared(conn, sql, params)
         except psycopg.errors.UniqueViolation:
