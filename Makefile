@@ -10,14 +10,14 @@ PYTEST_ARGS ?=
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: requirements.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt
 	@set -e; if [ ! -x $(PY) ]; then \
 	  python=$$(scripts/find-python); \
 	  echo "Creating $(VENV) with $$python ($$($$python --version))"; \
 	  $$python -m venv $(VENV); \
 	fi
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet -r requirements-dev.txt
 	@# Make the project importable from the venv (examples, SDK users) without a build step.
 	$(PY) -c "import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()['purelib'], 'conveyor-project.pth').write_text('$(CURDIR)\n')"
 	@touch $@

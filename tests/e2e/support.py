@@ -37,12 +37,12 @@ def wait_for(
 class Process:
     """A child process whose output is collected by a reader thread."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], name: str) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], name: str, *, cwd: Path = ROOT) -> None:
         self.name = name
         self.lines: list[str] = []
         self.proc = subprocess.Popen(
             argv,
-            cwd=ROOT,
+            cwd=cwd,
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
