@@ -30,9 +30,11 @@ run: venv
 
 test: venv
 	scripts/test-setup
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: venv
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 bench: venv
@@ -50,6 +52,7 @@ bench-peers: venv
 
 lint: venv
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

@@ -95,7 +95,7 @@ def run_inner(tasks: int, process_broker: bool = False) -> dict[str, float]:
 
     django.setup()
     from conveyor.broker import Broker, TaskSpec, get_broker
-    from conveyor.broker.hooks import BrokerHooks
+    from conveyor.notify.hooks import BrokerHooks
 
     broker = get_broker() if process_broker else Broker(hooks=BrokerHooks())
 

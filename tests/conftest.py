@@ -10,8 +10,8 @@ import pytest
 from django.conf import settings
 
 from conveyor.broker import Broker
-from conveyor.broker.hooks import RecordingHooks
 from conveyor.clock import FakeClock
+from conveyor.notify.hooks import RecordingHooks
 
 DB_ALIASES = ["default", "postgres"]
 DB_IDS = {"default": "sqlite", "postgres": "postgres"}

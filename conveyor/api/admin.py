@@ -10,10 +10,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from conveyor import __version__
-from conveyor.api import parse, render, schemas
+from conveyor.api import render, schemas
 from conveyor.api.errors import error_body
 from conveyor.api.views import ApiView
-from conveyor.broker import get_broker
+from conveyor.broker import get_broker, parse
 from conveyor.broker.validation import check_queue_name, check_task_id
 from conveyor.exceptions import InvalidArgument
 from conveyor.models import Node, WebhookStatus, WorkerSession

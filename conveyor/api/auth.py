@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 from typing import Any
 
 from rest_framework.authentication import BaseAuthentication
@@ -11,26 +10,9 @@ from rest_framework.exceptions import PermissionDenied as DRFPermissionDenied
 from rest_framework.permissions import BasePermission
 
 from conveyor.conf import conveyor_settings
+from conveyor.tokens import auth_required, bearer_from_header, token_valid
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
-
-
-def token_valid(presented: str) -> bool:
-    """Compare *presented* with every configured token in constant time."""
-    ok = False
-    for token in conveyor_settings.API_TOKENS:
-        ok |= hmac.compare_digest(presented.encode(), token.encode())
-    return ok
-
-
-def auth_required() -> bool:
-    return bool(conveyor_settings.API_TOKENS)
-
-
-def bearer_from_header(header: str) -> str | None:
-    if header.lower().startswith("bearer "):
-        return header[7:].strip()
-    return None
 
 
 class TokenUser:

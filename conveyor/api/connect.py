@@ -17,12 +17,12 @@ from typing import Any
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from conveyor.api import parse, render
-from conveyor.api.auth import auth_required, bearer_from_header, token_valid
-from conveyor.broker import get_broker
+from conveyor.api import render
+from conveyor.broker import get_broker, parse
 from conveyor.conf import conveyor_settings
 from conveyor.durations import format_duration
 from conveyor.exceptions import CONNECT_HTTP_STATUS, ConveyorError, InvalidArgument, NotFound
+from conveyor.tokens import auth_required, bearer_from_header, token_valid
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 

@@ -19,7 +19,7 @@ from channels.layers import get_channel_layer
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 
 from conveyor.api.auth import auth_required, bearer_from_header, token_valid
-from conveyor.dispatch.groups import EVENTS_GROUP
+from conveyor.notify.groups import EVENTS_GROUP
 
 KEEPALIVE = 15.0
 CLOSE_UNAUTHENTICATED = 4401  # as on /ws/worker

@@ -20,13 +20,13 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from conveyor.api import parse, render
-from conveyor.api.auth import auth_required, bearer_from_header, token_valid
+from conveyor.api import render
 from conveyor.api.errors import error_body
-from conveyor.broker import get_broker
+from conveyor.broker import get_broker, parse
 from conveyor.broker.types import ItemResult
 from conveyor.conf import conveyor_settings
 from conveyor.exceptions import CONNECT_HTTP_STATUS, ConveyorError, InvalidArgument
+from conveyor.tokens import auth_required, bearer_from_header, token_valid
 
 ASGIApp = Callable[
     [dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Callable[[dict[str, Any]], Awaitable[None]]],

@@ -1,6 +1,6 @@
 """Serializers that describe request and response bodies for the OpenAPI schema.
 
-Requests are parsed by ``conveyor.api.parse`` and validated by the broker;
+Requests are parsed by ``conveyor.broker.parse`` and validated by the broker;
 these classes document the shapes (drf-spectacular reads them). Optional
 request fields accept ``null`` (and strings accept ``""``) meaning "absent",
 as protobuf JSON does; the schema says so, so a client generated from it

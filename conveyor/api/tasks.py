@@ -9,10 +9,10 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from conveyor.api import parse, render, schemas
+from conveyor.api import render, schemas
 from conveyor.api.errors import error_body
 from conveyor.api.views import ApiView
-from conveyor.broker import get_broker
+from conveyor.broker import get_broker, parse
 from conveyor.conf import conveyor_settings
 from conveyor.exceptions import ConveyorError, DuplicateTask, InvalidArgument
 

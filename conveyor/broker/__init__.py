@@ -19,7 +19,6 @@ from conveyor.broker.cron import CronOps
 from conveyor.broker.dependencies import DependencyOps
 from conveyor.broker.enqueue import EnqueueOps
 from conveyor.broker.groups import GroupOps
-from conveyor.broker.hooks import BrokerHooks
 from conveyor.broker.lease import LeaseOps
 from conveyor.broker.outcomes import OutcomeOps
 from conveyor.broker.queues import QueueOps
@@ -34,6 +33,7 @@ from conveyor.broker.types import (
     SweepReport,
     TaskSpec,
 )
+from conveyor.notify.hooks import BrokerHooks
 
 __all__ = [
     "Broker",
@@ -96,6 +96,6 @@ def set_broker(broker: Broker | None) -> None:
 
 
 def _default_hooks() -> BrokerHooks:
-    from conveyor.dispatch.signals import ChannelLayerHooks
+    from conveyor.notify.layer import ChannelLayerHooks
 
     return ChannelLayerHooks()

@@ -10,11 +10,11 @@ from typing import Any
 
 from django.db import connections, transaction
 
-from conveyor.broker.hooks import BrokerHooks, InlineHooks
 from conveyor.broker.offers import Misses
 from conveyor.clock import Clock, system_clock
 from conveyor.events import Event, event_for
 from conveyor.models import Task, TaskDependency
+from conveyor.notify.hooks import BrokerHooks, InlineHooks
 
 logger = logging.getLogger("conveyor.broker")
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
-from conveyor.api import parse
 from conveyor.api.errors import error_body
 from conveyor.api.render import task as task_json
+from conveyor.broker import parse
 from conveyor.exceptions import InvalidArgument
 
 Handler = Callable[[Any, Any], None]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conveyor.api import parse, render
-from conveyor.broker import get_broker
+from conveyor.api import render
+from conveyor.broker import get_broker, parse
 from conveyor.broker.cron import CRON_OPTIONS
 from conveyor.cli.common import group, pairs, to_json, verb, when
 from conveyor.exceptions import NotFound

@@ -6,8 +6,8 @@ import base64
 import json
 from typing import Any
 
-from conveyor.api import parse, render
-from conveyor.broker import get_broker
+from conveyor.api import render
+from conveyor.broker import get_broker, parse
 from conveyor.cli.common import TASK_COLUMNS, pairs, read_file, task_row, to_int, to_json, verb
 from conveyor.exceptions import InvalidArgument
 

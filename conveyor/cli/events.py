@@ -17,9 +17,9 @@ from django.core.management.base import CommandError
 
 from conveyor.api.events import EventFilter
 from conveyor.cli.common import to_int, to_seconds, verb
-from conveyor.dispatch.groups import EVENTS_GROUP
 from conveyor.events import KINDS
 from conveyor.exceptions import InvalidArgument
+from conveyor.notify.groups import EVENTS_GROUP
 
 IN_MEMORY_NOTE = (
     "note: the channel layer is in-memory, so only this process's events can arrive; "

@@ -13,9 +13,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from conveyor.conf import conveyor_settings
-from conveyor.dispatch.groups import EVENTS_GROUP, queue_group
-from conveyor.dispatch.signals import EVENT_FLUSH_DELAY, events_message, wake_message
 from conveyor.events import as_dicts
+from conveyor.notify.groups import EVENTS_GROUP, queue_group
+from conveyor.notify.layer import EVENT_FLUSH_DELAY, events_message, wake_message
 
 if TYPE_CHECKING:
     from conveyor.dispatch.node import Node

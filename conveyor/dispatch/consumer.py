@@ -11,7 +11,6 @@ from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from conveyor import __version__, cluster
-from conveyor.api.auth import auth_required, token_valid
 from conveyor.conf import conveyor_settings
 from conveyor.dispatch import frames as f
 from conveyor.dispatch.gateway import Gateway
@@ -19,6 +18,7 @@ from conveyor.dispatch.node import Node, current_node
 from conveyor.ids import new_ulid
 from conveyor.models import Task
 from conveyor.sdk import protocol as p
+from conveyor.tokens import auth_required, token_valid
 
 logger = logging.getLogger("conveyor.gateway")
 

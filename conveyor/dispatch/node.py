@@ -20,15 +20,15 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from conveyor import __version__, cluster, metrics, stats
 from conveyor.broker import Broker, set_broker
-from conveyor.broker.hooks import BrokerHooks
 from conveyor.conf import conveyor_settings
 from conveyor.dispatch.batching import AckBatcher, EventBus, Resolver, Waker
 from conveyor.dispatch.dispatcher import QueueDispatcher
 from conveyor.dispatch.executor import DatabaseExecutor
-from conveyor.dispatch.groups import CONTROL_GROUP, queue_group
 from conveyor.dispatch.loop_lease import LoopLeaser
 from conveyor.dispatch.offers import OfferBook
 from conveyor.ids import random_token
+from conveyor.notify.groups import CONTROL_GROUP, queue_group
+from conveyor.notify.hooks import BrokerHooks
 
 if TYPE_CHECKING:
     from conveyor.broker.types import LeaseBatch
@@ -53,7 +53,7 @@ def apply_static_config(broker: Broker) -> None:
     Entries are matched by name/id; a cron entry whose definition did not
     change keeps its next run (a restart does not skip or repeat a slot).
     """
-    from conveyor.api.parse import parse_cron, parse_webhook
+    from conveyor.broker.parse import parse_cron, parse_webhook
 
     for item in conveyor_settings.WEBHOOKS or []:
         broker.upsert_webhook(parse_webhook(item))
@@ -257,7 +257,7 @@ class Node:
         if dispatcher is not None:
             dispatcher.fire_group(group, task_type)
         if broadcast and self.shared_layer:
-            from conveyor.dispatch.signals import fire_group_message
+            from conveyor.notify.layer import fire_group_message
 
             message = {**fire_group_message(queue, group, task_type), "origin": self.id}
             self.spawn(self._safe(self.layer.group_send(queue_group(queue), message)))

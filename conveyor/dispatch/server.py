@@ -26,11 +26,13 @@ CLOSE_GRACE = 0.3
 
 def serve(host: str, port: int, *, dev: bool, ready: Callable[[str], None] | None = None) -> int:
     """Serve until a signal; return the exit status."""
+    from channels.routing import get_default_application
     from daphne.server import Server  # installs the asyncio reactor: import first
     from twisted.internet import reactor
 
     from conveyor.dispatch.node import Node
-    from conveyor_site.asgi import application
+
+    application = get_default_application()  # settings.ASGI_APPLICATION: the site's, or a host project's
 
     class NodeServer(Server):
         ports: list[Any] = []

@@ -29,6 +29,6 @@ class GroupSweeper(Sweeper):
         if self.node is not None:
             self.node.call_soon(self.node.fire_group, queue, group, task_type)
         else:
-            from conveyor.dispatch.signals import fire_group_message, send_to_queue
+            from conveyor.notify.layer import fire_group_message, send_to_queue
 
             send_to_queue(queue, fire_group_message(queue, group, task_type))

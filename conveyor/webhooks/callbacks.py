@@ -54,8 +54,8 @@ def free_slot(task_id: str) -> None:
     if node is not None:
         node.call_soon(node.webhook_settled, task_id, True)
         return
-    from conveyor.dispatch.groups import CONTROL_GROUP
-    from conveyor.dispatch.signals import ChannelLayerHooks
+    from conveyor.notify.groups import CONTROL_GROUP
+    from conveyor.notify.layer import ChannelLayerHooks
 
     ChannelLayerHooks()._send(CONTROL_GROUP, {"type": "conveyor.webhook_settled", "task_id": task_id})
 

@@ -8,8 +8,8 @@ import pytest
 from django.db import connections
 
 from conveyor.broker import Broker, Dependency, TaskSpec, dependencies
-from conveyor.broker.hooks import BrokerHooks
 from conveyor.exceptions import InvalidArgument
+from conveyor.notify.hooks import BrokerHooks
 
 CASCADE_ERROR = "canceled by failed dependency"
 

@@ -19,12 +19,12 @@ from django.db import connections, transaction
 from django.test import override_settings
 
 from conveyor.broker import Broker, TaskSpec
-from conveyor.broker.hooks import RecordingHooks
 from conveyor.broker.offers import BODY_MAX, MISS_PAUSE, Take, offered_task
 from conveyor.broker.pg import task_columns
 from conveyor.dispatch.loop_lease import LoopLeaser
 from conveyor.dispatch.offers import WITHDRAW
 from conveyor.models import Offer, Queue, Task
+from conveyor.notify.hooks import RecordingHooks
 from conveyor.states import State
 from tests.broker.factories import on_loop
 

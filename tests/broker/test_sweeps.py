@@ -8,8 +8,8 @@ import pytest
 from django.test import override_settings
 
 from conveyor.broker import Broker, Dependency
-from conveyor.broker.hooks import BrokerHooks
 from conveyor.exceptions import LeaseLost, TaskNotFound
+from conveyor.notify.hooks import BrokerHooks
 from conveyor.states import State
 from tests.broker.factories import enqueue, lease_one, reload, snapshot
 

@@ -25,13 +25,13 @@ from django.test import override_settings
 from psycopg.pq import TransactionStatus
 
 from conveyor.broker import Broker, TaskSpec, pg
-from conveyor.broker.hooks import RecordingHooks
 from conveyor.broker.offers import MISS_PAUSE
 from conveyor.broker.rows import new_task
 from conveyor.broker.validation import task_fields
 from conveyor.dispatch.loop_lease import LoopLeaser
 from conveyor.ids import new_ulid
 from conveyor.models import Task
+from conveyor.notify.hooks import RecordingHooks
 from tests.broker.factories import on_loop
 
 pytestmark = pytest.mark.parametrize("db_alias", ["postgres"], indirect=True)

@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.test import override_settings
 
 from conveyor.broker import Broker, TaskSpec
-from conveyor.dispatch.signals import ChannelLayerHooks
+from conveyor.notify.layer import ChannelLayerHooks
 from conveyor_site.layers import redis_channel_layer
 from tests.cli.support import fails, run
 from tests.services import redis_problem

@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from conveyor.broker import Broker, Dependency, TaskSpec
-from conveyor.broker.hooks import BrokerHooks
 from conveyor.broker.types import CronSpec
 from conveyor.conf import conveyor_settings
 from conveyor.models import Task
+from conveyor.notify.hooks import BrokerHooks
 from conveyor.states import State
 from conveyor.sweepers import SWEEPERS, GroupSweeper, Reaper, Scheduler
 

@@ -20,9 +20,9 @@ from channels.layers import BaseChannelLayer
 from channels_redis.pubsub import RedisPubSubChannelLayer
 from django.test import override_settings
 
-from conveyor.dispatch import signals
-from conveyor.dispatch.groups import EVENTS_GROUP, queue_group
-from conveyor.dispatch.signals import ChannelLayerHooks, DirectPublisher, LayerSender, direct_publisher
+from conveyor.notify import layer as signals
+from conveyor.notify.groups import EVENTS_GROUP, queue_group
+from conveyor.notify.layer import ChannelLayerHooks, DirectPublisher, LayerSender, direct_publisher
 from conveyor_site.layers import redis_channel_layer
 from tests.conftest import require_services
 from tests.services import redis_problem
@@ -96,7 +96,7 @@ os.environ.pop("REDIS_URL", None)
 import django
 django.setup()
 from channels_redis.pubsub import RedisPubSubChannelLayer
-from conveyor.dispatch.signals import LayerSender
+from conveyor.notify.layer import LayerSender
 from conveyor_site.layers import redis_channel_layer
 layer = RedisPubSubChannelLayer(**redis_channel_layer(sys.argv[1], sys.argv[2])["CONFIG"])
 sender = LayerSender()

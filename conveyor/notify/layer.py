@@ -39,10 +39,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from conveyor.broker.hooks import InlineHooks
 from conveyor.conf import conveyor_settings
-from conveyor.dispatch.groups import CONTROL_GROUP, EVENTS_GROUP, queue_group
 from conveyor.events import Event, as_dicts
+from conveyor.notify.groups import CONTROL_GROUP, EVENTS_GROUP, queue_group
+from conveyor.notify.hooks import InlineHooks
 
 logger = logging.getLogger("conveyor.dispatch")
 
