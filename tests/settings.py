@@ -28,4 +28,11 @@ if POSTGRES_PROBLEM is None:
 
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-CONVEYOR = {}
+# The two performance switches (conveyor/conf.py) can be flipped for a whole
+# run, as CI does for the store conformance part: CONVEYOR_PREPARED_STATEMENTS=0,
+# CONVEYOR_LEASE_ASYNC_COMMIT=0. Everything else starts from the defaults.
+CONVEYOR = {
+    name: os.environ[f"CONVEYOR_{name}"]
+    for name in ("PREPARED_STATEMENTS", "LEASE_ASYNC_COMMIT")
+    if f"CONVEYOR_{name}" in os.environ
+}

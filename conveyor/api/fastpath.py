@@ -120,7 +120,7 @@ async def _run(kind: str, data: Any, size: int) -> tuple[int, dict[str, Any]]:
     node = current_node()
     if node is None:
         return await sync_to_async(fn, thread_sensitive=False)(data)
-    on_loop = kind == REST and size <= LOOP_BODY_MAX and conveyor_settings.ENQUEUE_ON_LOOP
+    on_loop = kind == REST and size <= LOOP_BODY_MAX
     if on_loop and node.leaser is not None:
         # One INSERT on the node's own connection, from the loop: no thread
         # hops (a task that needs more than that goes to a database thread,

@@ -39,11 +39,11 @@ class _Item:
 class EnqueueOps(BrokerBase):
     def enqueue(self, spec: TaskSpec) -> Task:
         """Store one task and return it as stored; raise on bad input or duplicate."""
-        one = self._one_insert_fields(spec) if self._wakes_before_flush() else None
+        one = self._one_insert_fields(spec) if self._may_take_offers() else None
         if one is not None:
             now, fields = one
-            if fields["due_at"] <= now:  # (a scheduled task wakes nobody: the durable path)
-                return self._enqueue_early(new_ulid(now), fields, now)
+            if fields["due_at"] <= now:  # (a scheduled task takes no offer)
+                return self._insert_taking_offer(new_ulid(now), fields, now)
         result = self._store([spec], mode="one")[0]
         if result.error is not None:
             raise result.error
@@ -93,19 +93,18 @@ class EnqueueOps(BrokerBase):
         ``synchronous_commit``). Safe to repeat after a connection error:
         the id is the task's own, so a first attempt that did commit makes
         the second a duplicate key, and this returns False (already stored).
-        A node's wake is no round trip, so there is nothing for the flush to
-        overlap: the task is announced after its durable commit
-        (docs/architecture.md, "Enqueue: wake, then flush"). A due task
-        takes an offer if there is one, as from Django code (then it is
-        stored leased, its node is notified, and it needs no wake).
+        The task is announced after its durable commit. A due task takes an
+        offer if there is one, as from Django code (then it is stored
+        leased, its node is notified, and it needs no wake).
         """
         values = [getattr(task, attname) for _, attname in pg.task_columns()]
         take = None
         if task.state == State.PENDING:
-            take = offers.Take.of(values, task.enqueued_at, visible_first=False, misses=self.offer_misses)
+            take = offers.Take.of(values, task.enqueued_at, misses=self.offer_misses)
         sql, params = (take.sql, take.params) if take is not None else offers.plain_insert(values)
         try:
-            row = await pg.execute_prepared(conn, sql, params)
+            cursor = await conn.execute(sql, params, prepare=conveyor_settings.PREPARED_STATEMENTS)
+            row = await cursor.fetchone() if take is not None else None  # (a plain INSERT returns nothing)
         except psycopg.errors.UniqueViolation:
             # Stored by the first attempt: say what it stored (it may have taken an offer).
             cursor = await conn.execute(_AS_STORED, [task.id])
@@ -393,36 +392,32 @@ class EnqueueOps(BrokerBase):
         else:
             task.state = ready_state(task, now)
 
-    def _enqueue_early(self, task_id: str, fields: dict[str, Any], now: datetime) -> Task:
-        """Store one due task of one INSERT, visible at once, durable a moment later.
+    def _insert_taking_offer(self, task_id: str, fields: dict[str, Any], now: datetime) -> Task:
+        """Store one due task of one INSERT in autocommit, taking a node's offer
+        if there is one (docs/architecture.md, "Offers"), and announce it.
 
-        The task is announced (the wake and its events) while the flush
-        runs, and the caller hears of it only once the flush is done
-        (docs/architecture.md, "Enqueue: wake, then flush"). A task that
-        takes a node's offer is stored leased and reaches the node as its
-        INSERT commits: it needs no wake (docs/architecture.md, "Offers").
-        The model instance is built after the INSERT, off the task's path.
+        The statement commits durably by itself; a task that took an offer
+        is stored leased and reaches its node as the INSERT commits, so it
+        needs no wake. The model instance is built after the INSERT.
         """
         values = task_values(task_id, {**fields, "state": State.PENDING, "enqueued_at": now, "updated_at": now})
+        task = offers.insert_taking_offer(self.db, values, now, self.offer_misses)
+        self._announce([task], now, then=run_now)
+        return task
 
-        def announce(task: Task) -> None:
-            self._announce([task], now, then=run_now)
-
-        return offers.insert_taking_offer(self.db, values, now, announce, self.offer_misses)
-
-    def _wakes_before_flush(self) -> bool:
-        """Whether a due task of one INSERT, in autocommit on PostgreSQL, can
-        wake the nodes (or reach one through its offer) before its flush:
-        these hooks' wake is a round trip, and no transaction is open."""
-        wake_first = conveyor_settings.ENQUEUE_WAKE_BEFORE_FLUSH and self.hooks.wake_is_a_round_trip
-        if not (wake_first and self.is_postgres):
+    def _may_take_offers(self) -> bool:
+        """Whether a due task of one INSERT may look for a node's offer: on
+        PostgreSQL, outside any transaction (the offer's lease starts at the
+        INSERT, and its node hears of it at commit), when these hooks reach
+        other processes (with nobody to wake there is no node to offer)."""
+        if not (self.hooks.reaches_other_processes and self.is_postgres):
             return False
         conn = connections[self.db]
         if not conn.get_autocommit() or conn.in_atomic_block:
             return False
         # Django's flags say autocommit; so must the server (a raw "BEGIN"
-        # leaves them unchanged, and the INSERT would then make the caller's
-        # whole transaction skip the flush).
+        # leaves them unchanged).
+        conn.ensure_connection()
         return conn.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
     def _announce(self, tasks: list[Task], now: datetime, then: Then | None = None) -> None:

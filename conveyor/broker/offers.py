@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -52,22 +51,20 @@ _OVERRIDES = {
     "lease_holder": "COALESCE((SELECT holder FROM o), %s)",
     "started_at": "(SELECT %s::timestamptz FROM o)",
 }
-_TAKE_SQL: dict[bool, str] = {}
+_TAKE_SQL: list[str] = []
 
 
-def _take_sql(visible_first: bool) -> str:
-    sql = _TAKE_SQL.get(visible_first)
-    if sql is None:
+def _take_sql() -> str:
+    if not _TAKE_SQL:
         columns = pg.task_columns()
         values = [_OVERRIDES.get(attname, "%s::jsonb" if attname == "metadata" else "%s") for _, attname in columns]
-        no_flush = "set_config('synchronous_commit', 'off', true), " if visible_first else ""
-        sql = _TAKE_SQL[visible_first] = (
+        _TAKE_SQL.append(
             f"{_TAKE}INSERT INTO {Task._meta.db_table} ({', '.join(f'"{c}"' for c, _ in columns)}) "
             f"VALUES ({', '.join(values)}) "
-            f"RETURNING {no_flush}lease_id, lease_holder, "
+            "RETURNING lease_id, lease_holder, "
             "CASE WHEN lease_id IS NOT NULL THEN pg_notify((SELECT channel FROM o), lease_id || ' ' || %s) END"
         )
-    return sql
+    return _TAKE_SQL[0]
 
 
 # Positions among a task's values (field order, as ``enqueue.task_values`` gives them).
@@ -124,11 +121,9 @@ class Take:
     """The statement that INSERTs one due task taking an offer of its queue if there is one.
 
     *values* are the new row's attribute values in field order
-    (``enqueue.task_values``). *visible_first*: it commits without waiting
-    for the flush (``pg.VISIBLE_FIRST``; the caller then waits for it, as
-    in ``pg.while_flushing``); else durably. ``Take.of`` is None when the
-    task cannot take an offer (``DISPATCH_OFFERS`` off, or too large for a
-    notification): then it is a plain INSERT.
+    (``enqueue.task_values``). ``Take.of`` is None when the task cannot take
+    an offer (too large for a notification, or its queue paused after a
+    miss): then it is a plain INSERT.
     """
 
     def __init__(
@@ -138,11 +133,10 @@ class Take:
         expires: datetime,
         body: str,
         *,
-        visible_first: bool,
         misses: Misses | None = None,
     ):
         self.now, self.expires, self.misses = now, expires, misses
-        self.sql = _take_sql(visible_first)
+        self.sql = _take_sql()
         self.queue = queue = values[_AT["queue"]]
         params: list[Any] = [queue, now, queue]
         params += [values[i] for i in _KEPT]  # the state and holder as if no offer was taken
@@ -153,18 +147,16 @@ class Take:
         self.params = params
 
     @classmethod
-    def of(cls, values: list[Any], now: datetime, *, visible_first: bool, misses: Misses | None = None) -> Take | None:
+    def of(cls, values: list[Any], now: datetime, *, misses: Misses | None = None) -> Take | None:
         """*misses*: the broker's (``MISS_PAUSE``); a take that finds no offer is
         noted there, and None is returned while its queue's pause lasts."""
-        if not conveyor_settings.DISPATCH_OFFERS:
-            return None
         if misses is not None and misses.skip(values[_AT["queue"]], now):
             return None
         expires = now + timedelta(seconds=conveyor_settings.LEASE_TTL)
         body = offered_body(values, now, expires)
         if body is None:
             return None
-        return cls(values, now, expires, body, visible_first=visible_first, misses=misses)
+        return cls(values, now, expires, body, misses=misses)
 
     def taken(self, row: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """From the statement's row: None, or for a task that took an offer what
@@ -187,32 +179,17 @@ def set_lease(task: Task, values: tuple[Any, ...]) -> None:
     task.state, task.lease_id, task.lease_holder, task.lease_expires_at, task.started_at = values
 
 
-def insert_taking_offer(
-    using: str, values: list[Any], now: datetime, then: Callable[[Task], None], misses: Misses | None = None
-) -> Task:
+def insert_taking_offer(using: str, values: list[Any], now: datetime, misses: Misses | None = None) -> Task:
     """INSERT one due task in autocommit, taking an offer of its queue if there
-    is one (``Take``; *misses* as there), and return it as stored once
-    durable: it commits visible at once (its node has it then), *then* is
-    called with the task while the flush runs, and this returns after the
-    flush (``pg.insert_then_flush``)."""
-    take = Take.of(values, now, visible_first=True, misses=misses)
-    if take is None:
-        sql, params = plain_insert(values)
-        sql += pg.VISIBLE_FIRST
-    else:
-        sql, params = take.sql, take.params
-    stored: list[Task] = []
-
-    def announce(row: tuple[Any, ...]) -> None:
-        task = task_from_values(values)  # built after the INSERT, off the task's path
-        taken = take.taken(row) if take is not None else None
-        if taken is not None:
-            set_lease(task, taken)
-        stored.append(task)
-        then(task)
-
-    pg.insert_then_flush(using, sql, params, announce)
-    return stored[0]
+    is one (``Take``; *misses* as there), and return it as stored (durable)."""
+    take = Take.of(values, now, misses=misses)
+    sql, params = (take.sql, take.params) if take is not None else plain_insert(values)
+    rows = pg.run(using, sql, params, fetch=take is not None)
+    task = task_from_values(values)  # built after the INSERT, off the task's path
+    taken = take.taken(rows[0]) if take is not None else None
+    if taken is not None:
+        set_lease(task, taken)
+    return task
 
 
 def plain_insert(values: list[Any]) -> tuple[str, list[Any]]:

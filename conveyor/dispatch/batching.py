@@ -76,7 +76,7 @@ class AckBatcher:
 
     def _ack(self, batch: list[tuple[Task, bytes | None]]) -> Any:
         """On the node's own connections from the loop where leases go; else in a database thread."""
-        if self.node.leaser is not None and conveyor_settings.LEASE_ON_LOOP:
+        if self.node.leaser is not None:
             return self.node.leaser.ack(batch)
         return self.node.db.run(self.node.broker.ack_many, batch)
 

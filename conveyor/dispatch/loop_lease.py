@@ -20,7 +20,7 @@ The same connections carry the acks (``Broker.ack_on``: the one UPDATE
 that completes the results a node received together, committed durably;
 ``AckBatcher``), which then pay no thread hop either, and the one-INSERT
 enqueues of ``POST
-/api/v1/tasks`` on the node's fast path (``ENQUEUE_ON_LOOP``): a task with
+/api/v1/tasks`` on the node's fast path: a task with
 no id of the caller's, no unique key, no dependencies and no group is
 inserted from the loop (``Broker.one_insert_task`` / ``insert_on``),
 durably, without the two thread hops of a database thread; any other task

@@ -108,10 +108,12 @@ class Node:
         self.host, self.port, self.dev = host, port, dev
         self.broker = Broker(hooks=NodeHooks(self))
         self.db = DatabaseExecutor(conveyor_settings.DB_THREADS)
-        on_loop = self.broker.is_postgres and (conveyor_settings.LEASE_ON_LOOP or conveyor_settings.ENQUEUE_ON_LOOP)
+        # On PostgreSQL, leases, acks and one-INSERT enqueues run on the loop
+        # over connections of the node's own, and drained queues offer their
+        # idle credit (conveyor.dispatch.loop_lease, conveyor.dispatch.offers).
+        on_loop = self.broker.is_postgres
         self.leaser = LoopLeaser(self.broker, conveyor_settings.DB_THREADS) if on_loop else None
-        use_offers = self.leaser is not None and conveyor_settings.LEASE_ON_LOOP and conveyor_settings.DISPATCH_OFFERS
-        self.offers = OfferBook(self) if use_offers else None
+        self.offers = OfferBook(self) if on_loop else None
         self.layer: Any = get_channel_layer()
         self.shared_layer = not isinstance(self.layer, InMemoryChannelLayer)
         self.dispatchers: dict[str, QueueDispatcher] = {}
@@ -230,7 +232,7 @@ class Node:
 
     async def lease(self, queue: str, n: int) -> LeaseBatch:
         """Lease for a dispatcher: on the loop when it can, else in a database thread."""
-        if self.leaser is not None and conveyor_settings.LEASE_ON_LOOP:
+        if self.leaser is not None:
             batch = await self.leaser.lease(queue, n, self.id)
             if batch is not None:
                 return batch

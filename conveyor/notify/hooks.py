@@ -22,20 +22,16 @@ class BrokerHooks:
     """Hooks that do nothing; the base for real ones."""
 
     wants_events = False
-    # Whether a wake is a round trip to other processes (a PUBLISH to
-    # Redis). Only then does an enqueue wake before its flush: the wake's
-    # round trip overlaps the flush, and a node can start the task sooner.
-    # Otherwise (nobody to wake, or a node's own wake, which only schedules
-    # its dispatchers) the second statement that waits for the flush would
-    # cost a round trip of its own, so the one durable INSERT is cheaper.
-    wake_is_a_round_trip = False
+    # Whether these hooks reach other processes (a channel layer shared
+    # through Redis). Only then does an enqueue from this process look for a
+    # node's offer (conveyor.broker.offers): with nobody to reach, there is
+    # no node to have offered, and the look would cost the INSERT for nothing.
+    reaches_other_processes = False
 
     def wake(self, queues: Iterable[str], at: datetime | None = None) -> None:
         """Tell the queues' dispatchers there is due work (at *at*, or now).
 
-        May be called while the enqueuing connection waits for its flush
-        (docs/architecture.md, "Enqueue: wake, then flush"): a hook must not
-        use the broker's database connection.
+        Called after the change has committed durably.
         """
 
     def publish(self, events: Sequence[Event]) -> None:

@@ -526,7 +526,7 @@ class ChannelLayerHooks(InlineHooks):
         return conveyor_settings.EVENTS and bool(self.layer)
 
     @property
-    def wake_is_a_round_trip(self) -> bool:  # type: ignore[override]
+    def reaches_other_processes(self) -> bool:  # type: ignore[override]
         return bool(self.layer)
 
     def _send(self, group: str, message: dict[str, Any]) -> None:

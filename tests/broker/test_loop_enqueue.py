@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import os
 import socket
-import warnings
-import weakref
 from typing import Any
 
 import psycopg
@@ -16,7 +13,7 @@ from django.db import connections
 from django.test import override_settings
 
 from conveyor.api import render
-from conveyor.broker import TaskSpec, pg
+from conveyor.broker import TaskSpec
 from conveyor.broker.types import Dependency
 from conveyor.dispatch.loop_lease import LoopLeaser
 from conveyor.exceptions import InvalidArgument
@@ -61,9 +58,9 @@ def test_stores_what_the_broker_stores_for_the_same_task(broker, hooks):
 
 @pytest.mark.parametrize("prepared", [True, False])
 def test_stores_the_same_with_prepared_statements_on_and_off(broker, hooks, prepared):
-    # On: one statement of Conveyor's own per pattern, prepared on the leaser's
-    # connection once and reused; off: nothing prepared.
-    with override_settings(CONVEYOR={"PREPARED_STATEMENTS": prepared, "DISPATCH_OFFERS": False}):
+    # On: one prepared statement per pattern of parameter types, prepared on
+    # the leaser's connection once and reused; off: nothing prepared.
+    with override_settings(CONVEYOR={"PREPARED_STATEMENTS": prepared}):
         leaser = LoopLeaser(broker)
 
         async def three(leaser: LoopLeaser) -> tuple[list[Any], list[str]]:
@@ -74,63 +71,23 @@ def test_stores_the_same_with_prepared_statements_on_and_off(broker, hooks, prep
         stored, names = on_loop(leaser, three)
     assert [broker.get_task(r.task.id).state for r in stored] == ["pending"] * 3
     assert _shown(stored[0].task) == _shown(broker.get_task(stored[0].task.id))
-    assert len([n for n in names if n.startswith("conveyor_pipelined_")]) == (1 if prepared else 0)
+    # At most two: the INSERT that looks for an offer, and the plain one its
+    # queue's enqueues use while the pause after a miss lasts (psycopg's names).
+    assert len([n for n in names if n.startswith("_pg3_")]) == (2 if prepared else 0)
 
 
 def test_the_loops_insert_survives_its_prepared_statement_being_dropped(broker, hooks):
-    with override_settings(CONVEYOR={"DISPATCH_OFFERS": False}):
-        leaser = LoopLeaser(broker)
+    leaser = LoopLeaser(broker)
 
-        async def around_a_deallocate(leaser: LoopLeaser) -> tuple[list[Any], list[str], list[str]]:
-            first = await leaser.enqueue(TaskSpec(**SPEC))
-            before = await leaser.run(lambda conn: _prepared_names(conn))
-            await leaser.run(lambda conn: conn.execute("DEALLOCATE ALL"))  # as psycopg does after a ROLLBACK
-            second = await leaser.enqueue(TaskSpec(**SPEC))  # refused as missing, prepared again, stored once
-            after = await leaser.run(lambda conn: _prepared_names(conn))
-            return [first, second], before, after
+    async def around_a_deallocate(leaser: LoopLeaser) -> list[Any]:
+        first = await leaser.enqueue(TaskSpec(**SPEC))
+        await leaser.run(lambda conn: conn.execute("DEALLOCATE ALL"))  # as psycopg does after a ROLLBACK
+        second = await leaser.enqueue(TaskSpec(**SPEC))  # psycopg prepares it again
+        return [first, second]
 
-        stored, before, after = on_loop(leaser, around_a_deallocate)
+    stored = on_loop(leaser, around_a_deallocate)
     assert [broker.get_task(r.task.id).state for r in stored] == ["pending"] * 2
     assert Task.objects.using(broker.db).filter(type=SPEC["type"]).count() == 2
-    assert len(before) == len(after) == 1 and before != after  # a new name for the same statement
-
-
-def test_a_loop_statement_dropped_by_name_is_the_only_one_prepared_again(broker, hooks):
-    other = {**SPEC, "timeout": None}  # another pattern of None: a statement of its own
-    with override_settings(CONVEYOR={"DISPATCH_OFFERS": False}):
-        leaser = LoopLeaser(broker)
-
-        async def scenario(leaser: LoopLeaser) -> tuple[dict[str, str], dict[str, str]]:
-            await leaser.enqueue(TaskSpec(**SPEC))
-            await leaser.enqueue(TaskSpec(**other))
-            before = await leaser.run(lambda conn: _prepared_texts(conn))
-            dropped = next(iter(before))  # SPEC's, prepared first (the two differ by their parameters' types)
-            await leaser.run(lambda conn: conn.execute(f"DEALLOCATE {dropped}"))
-            await leaser.enqueue(TaskSpec(**SPEC))  # missing: prepared again
-            await leaser.enqueue(TaskSpec(**other))  # still there, under its name
-            after = await leaser.run(lambda conn: _prepared_texts(conn))
-            return before, after
-
-        before, after = on_loop(leaser, scenario)
-    assert len(before) == len(after) == 2
-    assert len(set(before) & set(after)) == 1  # the one not dropped kept its name
-
-
-async def _prepared_texts(conn: Any) -> dict[str, str]:
-    cursor = await conn.execute("SELECT name, statement FROM pg_prepared_statements ORDER BY prepare_time")
-    return dict(await cursor.fetchall())
-
-
-def test_the_loops_insert_refuses_to_run_inside_a_transaction(broker):
-    async def inside(leaser: LoopLeaser) -> None:
-        async def run(conn: Any) -> None:
-            async with conn.transaction():
-                await pg.execute_prepared(conn, "SELECT 1", [])
-
-        await leaser.run(run)
-
-    with pytest.raises(psycopg.ProgrammingError, match="outside a transaction"):
-        on_loop(LoopLeaser(broker), inside)
 
 
 async def _prepared_names(conn: Any) -> list[str]:
@@ -276,24 +233,3 @@ def test_an_enqueue_abandoned_while_its_insert_runs_is_stored_and_announced(brok
     stored = broker.tasks.filter(type="abandoned")
     assert stored.count() == 1
     assert [e.task_id for e in hooks.events if e.type == "abandoned"] == [stored.get().id]
-
-
-def test_a_connection_a_statement_ran_on_is_freed_when_dropped_unclosed(db_alias):
-    # The statement's transformer is kept for its connection; it must not keep
-    # the connection (and its server session) alive until a garbage collection.
-    params = connections[db_alias].get_connection_params()
-    params.pop("cursor_factory", None)
-
-    async def run_one() -> weakref.ref:
-        conn = await psycopg.AsyncConnection.connect(**params, autocommit=True)
-        assert await pg.execute_prepared(conn, "SELECT %s::int + 1", [41]) == (42,)
-        return weakref.ref(conn)
-
-    gc.disable()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ResourceWarning)  # psycopg's note on a connection left open
-            dropped = asyncio.run(run_one())
-            assert dropped() is None
-    finally:
-        gc.enable()

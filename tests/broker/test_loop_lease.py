@@ -128,8 +128,9 @@ def test_a_lease_commits_without_waiting_for_the_wal_flush_and_leaves_the_sessio
 
 
 def test_the_lease_statement_carries_the_setting_only_when_lease_async_commit_is_on(broker, leaser):
-    enqueue(broker)
-    statement, _ = _last_lease_statement(leaser)
+    with override_settings(CONVEYOR={"LEASE_ASYNC_COMMIT": True}):
+        enqueue(broker)
+        statement, _ = _last_lease_statement(leaser)
     assert "set_config('synchronous_commit', 'off', true)" in statement
     with override_settings(CONVEYOR={"LEASE_ASYNC_COMMIT": False}):
         enqueue(broker)

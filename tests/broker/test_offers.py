@@ -35,7 +35,7 @@ HOLDER = "node-a"
 
 
 class ProducerHooks(RecordingHooks):
-    wake_is_a_round_trip = True  # as a producer's hooks on Redis
+    reaches_other_processes = True  # as a producer's hooks on Redis
 
 
 @pytest.fixture
@@ -223,19 +223,8 @@ def test_in_a_callers_transaction_no_offer_is_taken(db_alias, clock, producer, l
     assert Offer.objects.using(db_alias).count() == 1
 
 
-def test_with_offers_turned_off_none_is_taken(db_alias, clock, producer, listener):
-    broker, _ = producer
-    offer(db_alias, clock, "lease-1")
-
-    with override_settings(CONVEYOR={"DISPATCH_OFFERS": False}):
-        task = broker.enqueue(TaskSpec(type="t", queue="email"))
-
-    assert task.state == State.PENDING
-    assert Offer.objects.using(db_alias).count() == 1
-
-
 def test_a_producer_with_nobody_to_wake_takes_no_offer(db_alias, clock, listener):
-    broker = Broker(clock=clock, using=db_alias, hooks=RecordingHooks())  # no round trip to overlap
+    broker = Broker(clock=clock, using=db_alias, hooks=RecordingHooks())  # reaching no other process
     offer(db_alias, clock, "lease-1")
 
     task = broker.enqueue(TaskSpec(type="t", queue="email"))
@@ -279,7 +268,7 @@ def test_a_nodes_own_enqueue_takes_an_offer_too(db_alias, clock, listener):
 
 def _take(broker: Broker, clock: Any, **spec: Any) -> Take | None:
     task = broker.one_insert_task(TaskSpec(type="t", queue="email", **spec))
-    return Take.of([getattr(task, attname) for _, attname in task_columns()], clock.now(), visible_first=False)
+    return Take.of([getattr(task, attname) for _, attname in task_columns()], clock.now())
 
 
 @pytest.mark.parametrize("outcome", ["commit", "rollback"])

@@ -30,6 +30,7 @@ def pg_broker(broker, db_alias):
     return broker
 
 
+@override_settings(CONVEYOR={"PREPARED_STATEMENTS": True})
 def test_lease_ack_and_enqueue_are_prepared_once_and_reused(pg_broker, db_alias):
     for _ in range(3):
         task = enqueue(pg_broker)
@@ -43,6 +44,7 @@ def test_lease_ack_and_enqueue_are_prepared_once_and_reused(pg_broker, db_alias)
     assert sum(s.startswith("INSERT INTO") for s in statements) == 1  # one task's insert
 
 
+@override_settings(CONVEYOR={"PREPARED_STATEMENTS": True})
 def test_acks_of_any_size_and_result_share_one_prepared_statement(pg_broker, db_alias):
     for size in (1, 2, 3, 12):
         for i in range(size):

@@ -453,12 +453,12 @@ def test_a_forked_child_starts_its_own_sender_and_its_events_arrive(layer: BaseC
     assert _events_n(_events_received(layer, forking_producer)) == [0, 1]
 
 
-def test_django_codes_wake_is_a_round_trip_only_through_redis(layer: BaseChannelLayer) -> None:
+def test_django_codes_hooks_reach_other_processes_only_through_redis(layer: BaseChannelLayer) -> None:
     prefix = layer._kwargs["prefix"]
     with override_settings(CHANNEL_LAYERS={"default": redis_channel_layer(REDIS_URL, prefix)}):
-        assert ChannelLayerHooks().wake_is_a_round_trip  # so an enqueue wakes before its flush
+        assert ChannelLayerHooks().reaches_other_processes  # so an enqueue looks for offers
     with override_settings(CHANNEL_LAYERS={"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}):
-        assert not ChannelLayerHooks().wake_is_a_round_trip  # nobody to wake: durable first, in one statement
+        assert not ChannelLayerHooks().reaches_other_processes  # nobody to reach: a plain INSERT
 
 
 def test_direct_publishes_do_not_wait_for_replies_yet_every_one_arrives_in_order(
