@@ -24,7 +24,6 @@ from conveyor.api import render
 from conveyor.api.errors import error_body
 from conveyor.broker import get_broker, parse
 from conveyor.broker.types import ItemResult
-from conveyor.conf import conveyor_settings
 from conveyor.exceptions import CONNECT_HTTP_STATUS, ConveyorError, InvalidArgument
 from conveyor.tokens import auth_required, bearer_from_header, token_valid
 

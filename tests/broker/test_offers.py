@@ -16,7 +16,6 @@ from typing import Any
 import psycopg
 import pytest
 from django.db import connections, transaction
-from django.test import override_settings
 
 from conveyor.broker import Broker, TaskSpec
 from conveyor.broker.offers import BODY_MAX, MISS_PAUSE, Take, offered_task
