@@ -8,10 +8,11 @@ from datetime import datetime
 from django.db.models import Exists, OuterRef, Q
 
 from conveyor.broker.base import BrokerBase
+from conveyor.broker.edges import edge_resolution
 from conveyor.broker.enqueue import CANCELED_BY_DEPENDENCY, ready_state
 from conveyor.broker.types import SweepReport
 from conveyor.models import Task, TaskDependency
-from conveyor.states import FAILED, TERMINAL, State
+from conveyor.states import TERMINAL, State
 
 PASS_LIMIT = 1000
 
@@ -69,7 +70,7 @@ class DependencyOps(BrokerBase):
                 state = self._state_of(edge.depends_on_id)
             if state not in TERMINAL:
                 continue
-            resolution = _resolution(state, edge.on_failure)
+            resolution = edge_resolution(state, edge.on_failure)
             if resolution == "cancel":
                 cascade, resolution = True, TaskDependency.FAILED
             if resolution != edge.resolution:
@@ -151,14 +152,3 @@ def _is_open(edge: TaskDependency) -> bool:
     return edge.resolution == TaskDependency.UNRESOLVED or (
         edge.resolution == TaskDependency.FAILED and edge.on_failure == "block"
     )
-
-
-def _resolution(upstream_state: str, policy: str) -> str:
-    if upstream_state == State.COMPLETED:
-        return TaskDependency.SATISFIED
-    if upstream_state in FAILED:
-        if policy == "continue":
-            return TaskDependency.SATISFIED
-        if policy == "cascade_cancel":
-            return "cancel"
-    return TaskDependency.FAILED

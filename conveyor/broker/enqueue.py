@@ -13,6 +13,7 @@ from django.db import IntegrityError, connections
 
 from conveyor.broker import offers, pg
 from conveyor.broker.base import BrokerBase, Then, run_now
+from conveyor.broker.edges import edge_resolution
 from conveyor.broker.rows import new_task, new_tasks, task_values
 from conveyor.broker.types import ItemResult, TaskSpec
 from conveyor.broker.validation import check_dependencies, task_fields
@@ -20,7 +21,7 @@ from conveyor.conf import conveyor_settings
 from conveyor.exceptions import ConveyorError, DuplicateTask, InvalidArgument
 from conveyor.ids import new_ulid
 from conveyor.models import Task, TaskDependency
-from conveyor.states import FAILED, INCOMPLETE, State
+from conveyor.states import INCOMPLETE, State
 
 CANCELED_BY_DEPENDENCY = "canceled by failed dependency"
 
@@ -376,7 +377,7 @@ class EnqueueOps(BrokerBase):
                 siblings[dep].task.has_dependents = True  # type: ignore[union-attr]
             else:
                 raise InvalidArgument(f"depends_on[{i}].task_id", f"unknown task {dep}")
-            resolution = _initial_resolution(dep_state, policy)
+            resolution = edge_resolution(dep_state, policy)
             if resolution == "cancel":
                 canceled = True
                 resolution = TaskDependency.FAILED
@@ -453,15 +454,3 @@ def ready_state(task: Task, now: datetime) -> State:
     if task.due_at > now:
         return State.SCHEDULED
     return State.PENDING
-
-
-def _initial_resolution(dep_state: str, policy: str) -> str:
-    if dep_state == State.COMPLETED:
-        return TaskDependency.SATISFIED
-    if dep_state in FAILED:
-        if policy == "continue":
-            return TaskDependency.SATISFIED
-        if policy == "cascade_cancel":
-            return "cancel"
-        return TaskDependency.FAILED
-    return TaskDependency.UNRESOLVED
