@@ -103,8 +103,11 @@ def two_nodes(pg_database: str, private_redis: PrivateRedis, tmp_path: Path) -> 
 
 def test_tasks_enqueued_while_redis_is_down_run_once_after_it_returns(two_nodes, private_redis):
     # Wakes are the subject: an idle worker's offers would hand it the tasks
-    # through PostgreSQL (the next test).
-    serving, producing, worker = two_nodes(dispatch_offers="0")
+    # through PostgreSQL (the next test). A queue with a concurrency limit
+    # takes no offer (its lease has a limit to honour), so only a wake or a
+    # sweep can start its tasks.
+    serving, producing, worker = two_nodes()
+    serving.api("PUT", "/api/v1/queues/outage/concurrency-limit", json={"limit": 1000})
 
     def done_ids() -> Counter:
         return Counter(e["task"] for e in worker.events() if e["event"] == "done")
