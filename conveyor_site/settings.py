@@ -126,7 +126,7 @@ CONVEYOR = from_env(os.environ)
 
 # Django's own task framework runs on Conveyor: `@task` functions enqueue
 # into the caller's transaction; `manage.py conveyor_worker` runs them.
-TASKS = {"default": {"BACKEND": "conveyor.django_tasks.ConveyorBackend", "QUEUES": []}}
+TASKS = {"default": {"BACKEND": "conveyor.django_tasks.ConveyorBackend"}}
 
 LOG_LEVEL = os.environ.get("CONVEYOR_LOG_LEVEL", "INFO").upper()
 LOGGING = {

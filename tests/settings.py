@@ -13,6 +13,7 @@ import os
 from conveyor_site.dburl import parse_database_url, sqlite_config
 from conveyor_site.settings import *
 from conveyor_site.settings import BASE_DIR, VAR_DIR
+from tests.django_tasks.settings import TASKS  # noqa: F401 (the queues the test tasks use)
 from tests.services import postgres_problem
 
 TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")

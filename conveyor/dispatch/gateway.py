@@ -192,7 +192,9 @@ class Gateway:
                 )
             )
         now = time.monotonic()
-        self.breaker.record(task.type, outcome in (p.SUCCESS, p.RELEASED), now)
+        # A release counts against the type too: a worker that keeps giving a
+        # type back (it has no handler) is then fed it slowly, not in a loop.
+        self.breaker.record(task.type, outcome == p.SUCCESS, now)
         metrics.PROCESS_DURATION.labels(record.queue, task.type).observe(now - record.since)
         self._slot_freed(record)
         return True

@@ -5,7 +5,17 @@ from any Python program.
 """
 
 from conveyor.sdk.client import AsyncClient, BatchItem, Client, TaskInfo, task_request
-from conveyor.sdk.errors import APIError, ConveyorError, Duplicate, NotFound, SkipRetry, Unauthenticated, WorkerRefused
+from conveyor.sdk.errors import (
+    APIError,
+    ConveyorError,
+    Duplicate,
+    Fail,
+    NotFound,
+    Release,
+    SkipRetry,
+    Unauthenticated,
+    WorkerRefused,
+)
 from conveyor.sdk.task import Task
 from conveyor.sdk.worker import AsyncWorker, Worker
 
@@ -17,7 +27,9 @@ __all__ = [
     "Client",
     "ConveyorError",
     "Duplicate",
+    "Fail",
     "NotFound",
+    "Release",
     "SkipRetry",
     "Task",
     "TaskInfo",

@@ -48,6 +48,28 @@ class SkipRetry(Exception):
     """Raise from a handler to fail the task for good (no retries left are used)."""
 
 
+class Fail(Exception):
+    """Raise from a handler to fail the task with *error* stored verbatim as its last error.
+
+    Other exceptions are stored as ``Type: message``; this one as given (a
+    traceback, a structured text). Retried like any failure; with
+    ``skip_retry=True`` archived at once, like ``SkipRetry``.
+    """
+
+    def __init__(self, error: str, *, skip_retry: bool = False) -> None:
+        super().__init__(error)
+        self.error = error
+        self.skip_retry = skip_retry
+
+
+class Release(Exception):
+    """Raise from a handler to give the task back untouched: pending again, no retry spent.
+
+    For a worker that cannot run the task (a type it has no function for,
+    code it does not have yet), so that another worker can.
+    """
+
+
 def api_error(status: int, body: dict[str, Any]) -> APIError:
     code = str(body.get("error") or body.get("code") or "")
     if status == 404 or code == "not_found":

@@ -39,6 +39,8 @@ class Task:
             datetime.fromisoformat(enqueued.replace("Z", "+00:00")) if enqueued else None
         )
         self._worker = worker
+        # The session this attempt came on, as the API and dashboard name the worker.
+        self.session_id: str | None = worker.session_id if worker is not None else None
         self._cancel = threading.Event()
         self.cancel_reason = ""
         self._payload: Any = _UNSET

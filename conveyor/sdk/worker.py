@@ -25,7 +25,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from conveyor import __version__
 from conveyor.sdk import protocol as p
-from conveyor.sdk.errors import SkipRetry, WorkerRefused
+from conveyor.sdk.errors import Fail, Release, SkipRetry, WorkerRefused
 from conveyor.sdk.task import Running, Task
 
 logger = logging.getLogger("conveyor.worker")
@@ -49,6 +49,15 @@ def ws_url(base_url: str) -> str:
 def describe(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def failure_outcome(exc: BaseException) -> tuple[str, str]:
+    """The outcome a handler's exception reports, and the error stored with it."""
+    if isinstance(exc, Release):
+        return p.RELEASED, ""
+    if isinstance(exc, Fail):
+        return (p.SKIP_RETRY if exc.skip_retry else p.RETRY), exc.error
+    return (p.SKIP_RETRY if isinstance(exc, SkipRetry) else p.RETRY), describe(exc)
 
 
 def result_value(value: Any) -> Any:
@@ -89,6 +98,7 @@ class AsyncWorker:
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="conveyor-task")
         self._flush_pending = False
         self._writes: set[asyncio.Future[None]] = set()
+        self._unhandled: set[str] = set()
         self.completed = 0
 
     # -- registration ------------------------------------------------------------------
@@ -308,15 +318,14 @@ class AsyncWorker:
             outcome = (await self._call_batch([task]))[0]
             return outcome[1], outcome[2], outcome[3]
         if handler is None:
-            return p.RETRY, f"no handler registered for task type {task.type!r}", None
+            self._note_unhandled(task.type)
+            return p.RELEASED, "", None
         try:
             result = await self._invoke(handler, task, task)
-        except SkipRetry as exc:
-            return p.SKIP_RETRY, describe(exc), None
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            return p.RETRY, describe(exc), None
+            return (*failure_outcome(exc), None)
         if task.cancelled:
             return p.RETRY, task.cancel_reason or "canceled", None
         return p.SUCCESS, "", result_value(result)
@@ -324,26 +333,31 @@ class AsyncWorker:
     async def _call_batch(self, tasks: list[Task]) -> list[tuple[str, str, str, Any]]:
         handler = self.batch_handlers.get(tasks[0].type)
         if handler is None:
-            return [(t.id, p.RETRY, f"no batch handler for {tasks[0].type!r}", None) for t in tasks]
+            self._note_unhandled(tasks[0].type)
+            return [(t.id, p.RELEASED, "", None) for t in tasks]
         try:
             result = await self._invoke(handler, tasks, tasks[0])
-        except SkipRetry as exc:
-            return [(t.id, p.SKIP_RETRY, describe(exc), None) for t in tasks]
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            return [(t.id, p.RETRY, describe(exc), None) for t in tasks]
+            outcome, error = failure_outcome(exc)
+            return [(t.id, outcome, error, None) for t in tasks]
         per_task = result if isinstance(result, dict) else {}
         outcomes = []
         for t in tasks:
             value = per_task.get(t.id)
-            if isinstance(value, SkipRetry):
-                outcomes.append((t.id, p.SKIP_RETRY, describe(value), None))
-            elif isinstance(value, BaseException):
-                outcomes.append((t.id, p.RETRY, describe(value), None))
+            if isinstance(value, BaseException):
+                outcomes.append((t.id, *failure_outcome(value), None))
             else:
                 outcomes.append((t.id, p.SUCCESS, "", result_value(value)))
         return outcomes
+
+    def _note_unhandled(self, task_type: str) -> None:
+        # Given back for a worker that has the handler; said once per type,
+        # since the same tasks may keep coming back while no such worker runs.
+        if task_type not in self._unhandled:
+            self._unhandled.add(task_type)
+            logger.warning("no handler for task type %r: its tasks are released for another worker", task_type)
 
     async def _invoke(self, handler: Callable[[Any], Any], arg: Any, first: Task) -> Any:
         timer = self._deadline_timer(first)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import logging
 import os
-from datetime import UTC, datetime
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import close_old_connections
 
-from conveyor.django_tasks import TYPE_PREFIX, run_django_task
-from conveyor.sdk import Task, Worker
+from conveyor.django_tasks.runner import run_task
+from conveyor.sdk import Release, Task, Worker
+
+logger = logging.getLogger("conveyor.worker")
 
 
 def parse_queues(text: str) -> dict[str, int]:
@@ -25,6 +26,29 @@ def parse_queues(text: str) -> dict[str, int]:
         except ValueError:
             raise CommandError(f"--queues: weight of {name!r} must be an integer") from None
     return queues
+
+
+class Handler:
+    """Runs ``django:`` tasks; gives every other type back for a worker that has its function."""
+
+    def __init__(self) -> None:
+        self.unknown: set[str] = set()
+
+    def __call__(self, task: Task) -> Any:
+        close_old_connections()
+        try:
+            return run_task(task)
+        except LookupError as exc:
+            self.note_unknown(task.type, str(exc))
+            raise Release() from None
+        finally:
+            close_old_connections()
+
+    def note_unknown(self, task_type: str, why: str) -> None:
+        # Once per type: the same tasks come back while no other worker takes them.
+        if task_type not in self.unknown:
+            self.unknown.add(task_type)
+            logger.warning("no function for task type %r (%s): released for another worker", task_type, why)
 
 
 class Command(BaseCommand):
@@ -41,18 +65,6 @@ class Command(BaseCommand):
     def handle(self, *args: Any, url: str, token: str | None, queues: str, concurrency: int, **options: Any) -> None:
         logging.getLogger("conveyor").setLevel(logging.INFO)
         worker = Worker(url, queues=parse_queues(queues), concurrency=concurrency, token=token)
-
-        @worker.task("*")
-        def run(task: Task) -> Any:
-            if not task.type.startswith(TYPE_PREFIX):
-                raise LookupError(f"no handler for task type {task.type!r}")
-            close_old_connections()
-            try:
-                return run_django_task(
-                    task.type, task.payload or {}, task_id=task.id, attempt=task.attempt, started_at=datetime.now(UTC)
-                )
-            finally:
-                close_old_connections()
-
+        worker.task("*")(Handler())
         self.stdout.write(f"conveyor_worker: serving {queues} from {url} (concurrency {concurrency}); Ctrl-C to stop")
         worker.run()
