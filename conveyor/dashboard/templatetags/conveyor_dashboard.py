@@ -1,0 +1,80 @@
+"""Filters for dashboard templates: times, durations, states, sizes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from django import template
+from django.utils import timezone
+from django.utils.html import format_html
+
+from conveyor.dashboard import present
+
+register = template.Library()
+
+
+def _iso(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+@register.filter
+def when(value: datetime | None, empty: str = "—") -> str:
+    """A timestamp as relative text ("5m ago") that the page keeps current; UTC in the tooltip."""
+    if value is None:
+        return format_html('<span class="muted">{}</span>', empty)
+    iso = _iso(value)
+    return format_html(
+        '<time datetime="{}" title="{}" data-rel>{}</time>',
+        iso,
+        iso.replace("T", " "),
+        present.relative(value, timezone.now()),
+    )
+
+
+@register.filter
+def stamp(value: datetime | None) -> str:
+    """An absolute UTC timestamp with the relative time after it."""
+    if value is None:
+        return format_html('<span class="muted">{}</span>', "—")
+    iso = _iso(value)
+    return format_html(
+        '<span class="stamp">{}</span> <time class="muted" datetime="{}" data-rel>{}</time>',
+        iso.replace("T", " "),
+        iso,
+        present.relative(value, timezone.now()),
+    )
+
+
+@register.filter
+def age(value: datetime | None) -> str:
+    """How long ago *value* was, as a duration that keeps ticking (queue latency)."""
+    if value is None:
+        return format_html('<span class="muted">{}</span>', "—")
+    seconds = max(0.0, (timezone.now() - value).total_seconds())
+    return format_html('<time datetime="{}" data-age>{}</time>', _iso(value), present.span(seconds))
+
+
+@register.filter
+def span(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    return present.span(seconds)
+
+
+@register.filter
+def size(n: int | None) -> str:
+    return present.human_size(int(n or 0))
+
+
+@register.filter
+def state_badge(state: str) -> str:
+    return format_html('<span class="badge s-{}">{}</span>', state, state)
+
+
+@register.filter
+def get(mapping: Any, key: Any) -> Any:
+    try:
+        return mapping.get(key)
+    except AttributeError:
+        return None
