@@ -66,8 +66,10 @@ HANDLERS = {REST: enqueue_rest, BATCH: enqueue_batch, CONNECT: enqueue_connect}
 
 
 class EnqueueFastPath:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, prefix: str = "/") -> None:
         self.app = app
+        # The paths under the prefix conveyor.urls is mounted at.
+        self.routes = {prefix.rstrip("/") + path: kind for path, kind in ROUTES.items()}
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         kind = self._route(scope)
@@ -99,7 +101,7 @@ class EnqueueFastPath:
     def _route(self, scope: dict[str, Any]) -> str | None:
         if scope.get("type") != "http" or scope.get("method") != "POST":
             return None
-        kind = ROUTES.get(scope.get("path", ""))
+        kind = self.routes.get(scope.get("path", ""))
         if kind is None:
             return None
         headers = dict(scope.get("headers") or [])

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
+from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
 from rest_framework.views import APIView
 
+from conveyor.api.auth import BearerTokenAuthentication, ConveyorAccess
+from conveyor.api.errors import exception_handler
 from conveyor.api.schemas import ConveyorSchema
 
 
@@ -22,7 +26,17 @@ class StrictJSONParser(JSONParser):
 
 
 class ApiView(APIView):
+    """Every policy is set here, not read from ``REST_FRAMEWORK``: in a host
+    project that setting is the host's, and its defaults (AllowAny, Basic
+    auth) must not open or reshape Conveyor's API."""
+
     # JSON only: a form post (which a browser sends cross-site without a
     # preflight) gets 415 instead of being read as a task.
     parser_classes = [StrictJSONParser]
+    renderer_classes = [JSONRenderer, BrowsableAPIRenderer]
+    authentication_classes = [BearerTokenAuthentication, SessionAuthentication]
+    permission_classes = [ConveyorAccess]
     schema = ConveyorSchema()
+
+    def get_exception_handler(self) -> Any:
+        return exception_handler

@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
 from conveyor.conf import conveyor_settings
+from conveyor.mount import prefix
 
 logger = logging.getLogger("conveyor.node")
 
@@ -45,11 +46,12 @@ class Command(BaseCommand):
         from conveyor.dispatch.server import serve
 
         has_login = get_user_model().objects.filter(is_staff=True, is_active=True).exists()
+        mounted = mount_prefix()
 
         def ready(url: str) -> None:
             mode = "dev" if dev else "production"
             self.stdout.write(f"Conveyor node listening on {url} ({mode}; {connection.vendor})")
-            self.stdout.write(f"  dashboard {url}/   admin {url}/admin/   API docs {url}/api/v1/docs")
+            self.stdout.write(f"  dashboard {url}{mounted}   API docs {url}{mounted}api/v1/docs")
             if dev and not conveyor_settings.API_TOKENS:
                 self.stdout.write("  authentication is off (dev mode): keep this node on a trusted interface")
             if not has_login:
@@ -69,12 +71,22 @@ class Command(BaseCommand):
         sys.exit(status)
 
 
+def mount_prefix() -> str:
+    try:
+        return prefix()
+    except LookupError:
+        raise CommandError(
+            'conveyor.urls is not in this project\'s URLconf: add path("conveyor/", include("conveyor.urls")) '
+            "to ROOT_URLCONF (docs/install.md)"
+        ) from None
+
+
 def apply_dev_defaults() -> None:
     """Dev mode: auth off unless tokens are set explicitly; private webhook targets allowed."""
     overrides: dict[str, Any] = {"ALLOW_UNAUTHENTICATED": True}
     if "CONVEYOR_WEBHOOKS_ALLOW_PRIVATE_TARGETS" not in os.environ:
         overrides["WEBHOOKS_ALLOW_PRIVATE_TARGETS"] = True
-    settings.CONVEYOR = {**settings.CONVEYOR, **overrides}
+    settings.CONVEYOR = {**(getattr(settings, "CONVEYOR", None) or {}), **overrides}
     conveyor_settings.reload()
     logging.getLogger("conveyor").setLevel(
         logging.DEBUG if os.environ.get("CONVEYOR_LOG_LEVEL") == "DEBUG" else logging.INFO

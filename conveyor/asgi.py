@@ -1,0 +1,44 @@
+"""The ASGI application a node serves: the project's Django over HTTP, Conveyor's WebSockets.
+
+``conveyord`` serves ``settings.ASGI_APPLICATION``; a host project sets it
+to ``"conveyor.asgi.application"``: every URL of the project's URLconf over
+HTTP, Conveyor's enqueue fast path in front, the project's static files,
+and the worker and events WebSockets under the prefix ``conveyor.urls``
+is mounted at. It is built on first use, after Django is set up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_built: dict[str, Any] = {}
+
+
+def build_application() -> Any:
+    from django.core.asgi import get_asgi_application
+
+    django_asgi = get_asgi_application()  # sets Django up when a server imports this first
+
+    from channels.routing import ProtocolTypeRouter
+    from django.apps import apps
+    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+
+    from conveyor.api.fastpath import EnqueueFastPath
+    from conveyor.mount import prefix
+    from conveyor.routing import conveyor_websockets
+
+    http = django_asgi
+    if apps.is_installed("django.contrib.staticfiles"):
+        http = ASGIStaticFilesHandler(http)  # the dashboard's assets, served by the node itself
+    # One-by-one enqueue skips Django's per-request overhead.
+    http = EnqueueFastPath(http, prefix=prefix())
+    return ProtocolTypeRouter({"http": http, "websocket": conveyor_websockets()})
+
+
+def __getattr__(name: str) -> Any:
+    # ``conveyor.asgi.application``, built once on first access (PEP 562).
+    if name != "application":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if "application" not in _built:
+        _built["application"] = build_application()
+    return _built["application"]
