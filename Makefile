@@ -6,7 +6,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8080
 PYTEST_ARGS ?=
 
-.PHONY: run test test-fast lint bench bench-peers clean venv migrate
+.PHONY: run test test-fast lint bench bench-peers clean venv migrate proto
 
 venv: $(VENV)/.installed
 
@@ -49,6 +49,14 @@ bench-peers: venv
 	  bench/.peers/bin/pip install --quiet -r bench/requirements-peers.txt; \
 	fi
 	$(PY) bench/compare.py
+
+# The Connect wire's generated code, committed: run after editing conveyor/v1/*.proto
+# (tests/unit/test_proto_codegen.py fails while the committed code is stale).
+PROTOS := conveyor/v1/task.proto conveyor/v1/service.proto
+proto: venv
+	$(PY) -m grpc_tools.protoc -I. --python_out=. --pyi_out=. \
+	  --plugin=protoc-gen-connectrpc=$(VENV)/bin/protoc-gen-connectrpc \
+	  --connectrpc_out=. --connectrpc_opt=protobuf=google $(PROTOS)
 
 lint: venv
 	$(VENV)/bin/ruff check .
