@@ -2,7 +2,7 @@
 
 ``conveyord`` serves ``settings.ASGI_APPLICATION``; a host project sets it
 to ``"conveyor.asgi.application"``: every URL of the project's URLconf over
-HTTP, Conveyor's enqueue fast path in front, the project's static files,
+HTTP, Conveyor's enqueue fast path and Connect services in front, the project's static files,
 and the worker and events WebSockets under the prefix ``conveyor.urls``
 is mounted at. It is built on first use, after Django is set up.
 """
@@ -24,6 +24,7 @@ def build_application() -> Any:
     from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
     from conveyor.api.fastpath import EnqueueFastPath
+    from conveyor.connect import mount
     from conveyor.mount import prefix
     from conveyor.routing import conveyor_websockets
 
@@ -32,6 +33,8 @@ def build_application() -> Any:
         http = ASGIStaticFilesHandler(http)  # the dashboard's assets, served by the node itself
     # One-by-one enqueue skips Django's per-request overhead.
     http = EnqueueFastPath(http, prefix=prefix())
+    # The conveyor.v1 Connect services (/<prefix>conveyor.v1.*), on Connect's runtime.
+    http = mount(http, prefix=prefix())
     return ProtocolTypeRouter({"http": http, "websocket": conveyor_websockets()})
 
 

@@ -1,10 +1,10 @@
 """Everything a host project mounts: ``path("conveyor/", include("conveyor.urls"))``.
 
-The REST API and its schema, the Connect-compatible paths, the health
-probes, Prometheus metrics and (when ``conveyor.dashboard`` is installed)
+The REST API and its schema, the health probes, Prometheus metrics and (when ``conveyor.dashboard`` is installed)
 the dashboard, all under whatever prefix the host picks. Names live in the
 ``conveyor`` namespace (``reverse("conveyor:healthz")``); the node serves
-its WebSockets under the same prefix (``conveyor.routing``).
+its WebSockets (``conveyor.routing``) and the Connect services
+(``conveyor.connect``, in ``conveyor.asgi``) under the same prefix.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from conveyor import health
-from conveyor.api.connect import connect_call
 from conveyor.api.events import events_stream
 from conveyor.metrics import metrics_view
 
@@ -36,7 +35,6 @@ urlpatterns = [
     path("api/v1/docs", SpectacularSwaggerView.as_view(url_name="conveyor:schema"), name="api-docs"),
     path("api/v1/events", events_stream, name="events"),
     path("api/v1/", include("conveyor.api.urls")),
-    path("conveyor.v1.<str:service>/<str:method>", connect_call, name="connect"),
 ]
 
 if apps.is_installed("conveyor.dashboard"):

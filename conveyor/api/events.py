@@ -116,7 +116,10 @@ async def _request_allowed(request: HttpRequest) -> bool:
     return _staff(user)
 
 
-async def _stream(event_filter: EventFilter) -> AsyncIterator[str]:
+async def subscribe(event_filter: EventFilter, keepalive: float = KEEPALIVE) -> AsyncIterator[list[dict[str, Any]]]:
+    """This node's share of the events group: an empty batch once subscribed,
+    then each batch that passes *event_filter*, and an empty batch after
+    *keepalive* seconds without one."""
     layer = get_channel_layer()
     channel = await layer.new_channel()
     await layer.group_add(EVENTS_GROUP, channel)
@@ -124,17 +127,28 @@ async def _stream(event_filter: EventFilter) -> AsyncIterator[str]:
     # would make the pub/sub layer drop the channel and what arrives meanwhile.
     receiving: asyncio.Task[Any] | None = None
     try:
-        yield ": connected\n\n"
+        yield []
         while True:
             receiving = receiving or asyncio.ensure_future(layer.receive(channel))
-            done, _ = await asyncio.wait({receiving}, timeout=KEEPALIVE)
+            done, _ = await asyncio.wait({receiving}, timeout=keepalive)
             if not done:
-                yield ": keepalive\n\n"
+                yield []
                 continue
             message, receiving = receiving.result(), None
-            for event in event_filter.select(message.get("events", [])):
-                yield f"event: {event['kind']}\ndata: {json.dumps(event)}\n\n"
+            events = event_filter.select(message.get("events", []))
+            if events:
+                yield events
     finally:
         if receiving is not None:
             receiving.cancel()
         await layer.group_discard(EVENTS_GROUP, channel)
+
+
+async def _stream(event_filter: EventFilter) -> AsyncIterator[str]:
+    said = ": connected\n\n"
+    async for events in subscribe(event_filter):
+        if not events:
+            yield said
+            said = ": keepalive\n\n"
+        for event in events:
+            yield f"event: {event['kind']}\ndata: {json.dumps(event)}\n\n"

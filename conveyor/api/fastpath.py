@@ -4,9 +4,8 @@ Enqueueing is the producer's hot path. Through Django and DRF each request
 crosses several sync/async thread hops (middleware, the view) before it
 reaches the database, which costs more than the insert itself, and DRF's
 request parsing and rendering cost a batch of 1000 about a sixth of its
-time. This path handles exactly three JSON calls — ``POST /api/v1/tasks``,
-``POST /api/v1/tasks/batch`` and ``POST /conveyor.v1.TaskService/Enqueue`` —
-with the same parsing, broker call, rendering, auth and error mapping as the
+time. This path handles exactly two JSON calls — ``POST /api/v1/tasks`` and
+``POST /api/v1/tasks/batch`` — with the same parsing, broker call, rendering, auth and error mapping as the
 views, and hands everything else (including browser requests that carry a
 session cookie and no bearer token, which need CSRF checks) to Django
 unchanged.
@@ -24,7 +23,7 @@ from conveyor.api import render
 from conveyor.api.errors import error_body
 from conveyor.broker import get_broker, parse
 from conveyor.broker.types import ItemResult
-from conveyor.exceptions import CONNECT_HTTP_STATUS, ConveyorError, InvalidArgument
+from conveyor.exceptions import ConveyorError, InvalidArgument
 from conveyor.tokens import auth_required, bearer_from_header, token_valid
 
 ASGIApp = Callable[
@@ -34,8 +33,8 @@ ASGIApp = Callable[
 MAX_BODY = 8 * 1024 * 1024
 LOOP_BODY_MAX = 64 * 1024  # larger enqueues are parsed and rendered in a database thread
 
-REST, BATCH, CONNECT = "rest", "batch", "connect"
-ROUTES = {"/api/v1/tasks": REST, "/api/v1/tasks/batch": BATCH, "/conveyor.v1.TaskService/Enqueue": CONNECT}
+REST, BATCH = "rest", "batch"
+ROUTES = {"/api/v1/tasks": REST, "/api/v1/tasks/batch": BATCH}
 
 
 def enqueue_rest(data: Any) -> tuple[int, dict[str, Any]]:
@@ -54,15 +53,7 @@ def enqueue_batch(data: Any) -> tuple[int, dict[str, Any]]:
     return 200, enqueue_batch(data)
 
 
-def enqueue_connect(data: Any) -> tuple[int, dict[str, Any]]:
-    from conveyor.api.connect import enqueue
-
-    if not isinstance(data, dict):
-        raise InvalidArgument("", "the request body must be a JSON object")
-    return 200, enqueue(data)
-
-
-HANDLERS = {REST: enqueue_rest, BATCH: enqueue_batch, CONNECT: enqueue_connect}
+HANDLERS = {REST: enqueue_rest, BATCH: enqueue_batch}
 
 
 class EnqueueFastPath:
@@ -148,18 +139,11 @@ def _not_json(name: str) -> Any:
 
 
 def _error(kind: str, exc: ConveyorError) -> tuple[int, dict[str, Any]]:
-    if kind == CONNECT:
-        from conveyor.api.connect import connect_names
-
-        exc = connect_names(exc)
-        return CONNECT_HTTP_STATUS.get(exc.connect_code, 500), {"code": exc.connect_code, "message": exc.message}
     return exc.http_status, error_body(exc)
 
 
 def _unauthenticated(kind: str) -> tuple[int, dict[str, Any]]:
     message = "a valid bearer token (or a staff login) is required"
-    if kind == CONNECT:
-        return 401, {"code": "unauthenticated", "message": message}
     return 401, {"error": "unauthenticated", "message": message}
 
 

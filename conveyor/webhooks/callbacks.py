@@ -7,43 +7,35 @@ node holding the delivery is told to free its slot.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from datetime import datetime
 
 from conveyor.broker import get_broker
 from conveyor.exceptions import InvalidArgument
+from conveyor.models import Task
 from conveyor.webhooks import tokens
 
-OUTCOMES = {
-    "TASK_OUTCOME_SUCCESS": "success",
-    "TASK_OUTCOME_RETRY": "retry",
-    "TASK_OUTCOME_SKIP_RETRY": "skip_retry",
-}
+OUTCOMES = ("success", "retry", "skip_retry")
+OUTCOME_NAMES = "TASK_OUTCOME_SUCCESS, TASK_OUTCOME_RETRY, TASK_OUTCOME_SKIP_RETRY"
 
 
-def heartbeat(data: dict[str, Any]) -> dict[str, Any]:
-    """Extend the delivery's lease (now + lease TTL)."""
-    task_id, lease_id = tokens.open_token(data.get("leaseToken"))
-    expires = get_broker().extend(task_id, lease_id)
-    return {"leaseExpiresAt": expires.isoformat().replace("+00:00", "Z")}
+def heartbeat(token: object) -> datetime:
+    """Extend the delivery's lease (now + lease TTL); return its new expiry."""
+    task_id, lease_id = tokens.open_token(token)
+    return get_broker().extend(task_id, lease_id)
 
 
-def report_result(data: dict[str, Any]) -> dict[str, Any]:
-    """Finish the delivery: success, retry (with backoff) or skip retry."""
-    task_id, lease_id = tokens.open_token(data.get("leaseToken"))
-    outcome = OUTCOMES.get(str(data.get("outcome", "")).upper())
-    if outcome is None:
-        raise InvalidArgument("outcome", f"must be one of {', '.join(OUTCOMES)}")
-    error = data.get("errorMsg") or data.get("error_msg") or ""
-    if not isinstance(error, str):
-        raise InvalidArgument("errorMsg", "must be a string")
+def report_result(token: object, outcome: str | None, error: str = "", result: bytes | None = None) -> Task:
+    """Finish the delivery: success (with the handler's result), retry (with backoff) or skip retry."""
+    task_id, lease_id = tokens.open_token(token)
+    if outcome not in OUTCOMES:
+        raise InvalidArgument("outcome", f"must be one of {OUTCOME_NAMES}")
     broker = get_broker()
     if outcome == "success":
-        task = broker.ack(task_id, lease_id)
+        task = broker.ack(task_id, lease_id, result)
     else:
         task = broker.settle_failure(task_id, lease_id, error or "reported failure", skip_retry=outcome == "skip_retry")
     free_slot(task_id)
-    return {"state": "TASK_STATE_" + str(task.state).upper()}
+    return task
 
 
 def free_slot(task_id: str) -> None:
@@ -58,9 +50,3 @@ def free_slot(task_id: str) -> None:
     from conveyor.notify.layer import ChannelLayerHooks
 
     ChannelLayerHooks()._send(CONTROL_GROUP, {"type": "conveyor.webhook_settled", "task_id": task_id})
-
-
-WEBHOOK_SERVICE: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
-    "Heartbeat": heartbeat,
-    "ReportResult": report_result,
-}

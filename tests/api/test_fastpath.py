@@ -1,8 +1,7 @@
 """The node's ASGI fast path for enqueue answers exactly as the Django views do.
 
-A node serves ``POST /api/v1/tasks``, ``POST /api/v1/tasks/batch`` and
-``POST /conveyor.v1.TaskService/Enqueue`` through ``conveyor.api.fastpath``
-(in front of Django); Django's test client
+A node serves ``POST /api/v1/tasks`` and ``POST /api/v1/tasks/batch`` through
+``conveyor.api.fastpath`` (in front of Django); Django's test client
 never goes there. Each request below is sent both ways and must get the same
 status and the same error (code, field, index) or the same task.
 """
@@ -60,20 +59,6 @@ BATCH_CASES = [
     pytest.param({"tasks": {"type": "x"}}, id="tasks-not-a-list"),
     pytest.param([{"type": "x"}], id="array"),
     pytest.param(b"{bad", id="not-json"),
-]
-CONNECT_CASES = [
-    pytest.param(
-        b'{"queue":"email","type":"email:send","payload":"eyJ0byI6ImFAYi5jIn0=","contentType":"application/json"}',
-        id="seed-body",
-    ),
-    pytest.param({"type": "x", "id": "fixed-id"}, id="known-id"),
-    pytest.param({"type": "x", "uniqueKey": "held"}, id="duplicate"),
-    pytest.param({"type": "x", "bogusField": 1}, id="unknown-field"),
-    pytest.param({"type": "x", "dependsOn": [{"taskId": "missing"}]}, id="camel-case-field"),
-    pytest.param(b"", id="empty-body"),
-    pytest.param(b"{bad", id="not-json"),
-    pytest.param(b'{"type": "x", "maxRetry": Infinity}', id="infinity"),
-    pytest.param(b"[1]", id="array"),
 ]
 
 
@@ -151,15 +136,7 @@ def test_batch_enqueue_fast_path_matches_the_view(broker, body):
     assert each(fast_body) == each(slow_body)
 
 
-@pytest.mark.parametrize("body", CONNECT_CASES)
-def test_connect_enqueue_fast_path_matches_the_view(broker, body):
-    fast, slow = both_ways("/conveyor.v1.TaskService/Enqueue", raw(body), broker)
-    assert fast[0] == slow[0]
-    assert fast[0] < 500
-    assert comparable(fast[1]) == comparable(slow[1])
-
-
-@pytest.mark.parametrize("path", ["/api/v1/tasks", "/api/v1/tasks/batch", "/conveyor.v1.TaskService/Enqueue"])
+@pytest.mark.parametrize("path", ["/api/v1/tasks", "/api/v1/tasks/batch"])
 @pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}], ids=["no-token", "wrong-token"])
 def test_fast_path_without_a_valid_token_is_401_like_the_view(tokens, path, headers):
     status, body, response_headers = via_fast_path(path, b'{"type": "x"}', headers)

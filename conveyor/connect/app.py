@@ -1,0 +1,152 @@
+"""Conveyor's Connect services, served by Connect RPC's Python runtime.
+
+``mount(app)`` puts them in front of any ASGI application (the node's
+Django stack, or a host project's): ``/conveyor.v1.<Service>/<Method>`` goes
+to the runtime, which speaks the Connect protocol (JSON and binary
+protobuf, unary and server streaming) and gRPC-Web; everything else goes
+to *app* unchanged. gRPC itself needs HTTP/2 trailers, which an ASGI server
+without the trailers extension (Daphne) cannot send: such a request gets
+415, as the gRPC spec says for a content type a server does not take.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from connectrpc.code import Code
+from connectrpc.compat import google_protobuf_binary_codec, google_protobuf_json_codec
+from connectrpc.errors import ConnectError
+from connectrpc.request import RequestContext
+
+from conveyor.conf import conveyor_settings
+from conveyor.connect.admin import ADMIN_SERVICE, READS
+from conveyor.connect.errors import ConveyorErrors
+from conveyor.connect.events import watch_events
+from conveyor.connect.tasks import TASK_SERVICE, WEBHOOK_SERVICE
+from conveyor.tokens import auth_required, bearer_from_header, token_valid
+from conveyor.v1 import service_connect as rpc
+
+ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
+PREFIX = "/conveyor.v1."
+READ_MAX_BYTES = 8 * 1024 * 1024  # as the REST enqueue path's body limit
+GRPC_TYPES = ("application/grpc", "application/grpc+")
+
+
+async def in_db_thread(fn: Callable[[Any], Any], request: Any) -> Any:
+    """Run a sync handler where database work belongs: the node's pool, else a thread."""
+    from conveyor.dispatch.node import current_node
+
+    node = current_node()
+    if node is not None:
+        return await node.db.run(fn, request)
+    return await sync_to_async(fn, thread_sensitive=False)(request)
+
+
+class Service:
+    """A generated service's methods, each running its sync handler on a database thread."""
+
+    def __init__(self, handlers: Mapping[str, Callable[[Any], Any]], **streams: Any) -> None:
+        self._handlers = handlers
+        self._streams = streams
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._streams:
+            return self._streams[name]
+        handler = self._handlers.get(name)
+        if handler is None:
+            raise AttributeError(name)
+
+        async def call(request: Any, ctx: RequestContext) -> Any:
+            return await in_db_thread(handler, request)
+
+        return call
+
+
+class WorkerSessions:
+    """WorkerService.Session: workers hold our WebSocket protocol instead."""
+
+    async def session(self, request: Any, ctx: RequestContext) -> Any:
+        raise ConnectError(
+            Code.UNIMPLEMENTED, "worker sessions use the WebSocket protocol at /ws/worker (docs/protocol.md)"
+        )
+        yield  # an async generator, as a bidirectional stream's handler is
+
+
+class Access:
+    """Interceptor, before the body is read: bearer tokens, and read-only mode for AdminService."""
+
+    async def on_start(self, ctx: RequestContext) -> None:
+        service = ctx.method.service_name
+        if service == "conveyor.v1.WebhookService":
+            return  # the delivery's lease token is the credential (checked by the handler)
+        if auth_required():
+            token = bearer_from_header(ctx.request_headers.get("authorization", ""))
+            if token is None or not token_valid(token):
+                raise ConnectError(Code.UNAUTHENTICATED, "a valid bearer token is required")
+        if service == "conveyor.v1.AdminService" and ctx.method.name not in READS and conveyor_settings.READ_ONLY:
+            raise ConnectError(Code.PERMISSION_DENIED, "the server is in read-only mode")
+
+    async def on_end(self, token: None, ctx: RequestContext, error: Exception | None) -> None:
+        return None
+
+
+def services() -> dict[str, ASGIApp]:
+    """One ASGI application per service, by its path prefix (``/conveyor.v1.TaskService``)."""
+    options: dict[str, Any] = {
+        "interceptors": [Access(), ConveyorErrors()],
+        "read_max_bytes": READ_MAX_BYTES,
+        # proto3 JSON, refusing unknown fields as its spec's parsers do by
+        # default: a misspelt option must not pass silently as a default.
+        "codecs": [google_protobuf_binary_codec(), google_protobuf_json_codec(ignore_unknown_fields=False)],
+    }
+    apps = [
+        rpc.TaskServiceASGIApplication(Service(TASK_SERVICE), **options),
+        rpc.AdminServiceASGIApplication(Service(ADMIN_SERVICE, watch_events=watch_events), **options),
+        rpc.WebhookServiceASGIApplication(Service(WEBHOOK_SERVICE), **options),
+        rpc.WorkerServiceASGIApplication(WorkerSessions(), **options),
+    ]
+    return {app.path: app for app in apps}
+
+
+class ConnectMount:
+    def __init__(self, app: ASGIApp, prefix: str = "/") -> None:
+        self.app = app
+        self.root = prefix.rstrip("/")  # where conveyor.urls is: the services' root path
+        self.start = self.root + PREFIX
+        self._services: dict[str, ASGIApp] | None = None
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or not path.startswith(self.start):
+            await self.app(scope, receive, send)
+            return
+        if self._services is None:
+            self._services = services()  # at the first call: settings and apps are ready by then
+        service = path[len(self.root) :].partition("/")[2].partition("/")[0]
+        target = self._services.get(f"/{service}")
+        if target is None:
+            await respond(send, 404)
+        elif grpc_without_trailers(scope):
+            await respond(send, 415, [(b"accept-post", b"application/json, application/proto, application/grpc-web")])
+        else:
+            # The runtime strips the root path from the path to find the method.
+            await target(dict(scope, root_path=scope.get("root_path", "") + self.root), receive, send)
+
+
+def grpc_without_trailers(scope: dict[str, Any]) -> bool:
+    headers = dict(scope.get("headers") or [])
+    content_type = headers.get(b"content-type", b"").decode("latin1").lower()
+    grpc = content_type == GRPC_TYPES[0] or content_type.startswith(GRPC_TYPES[1])
+    return grpc and "http.response.trailers" not in (scope.get("extensions") or {})
+
+
+async def respond(send: Any, status: int, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": headers or []})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def mount(app: ASGIApp, prefix: str = "/") -> ASGIApp:
+    """Serve the ``conveyor.v1`` Connect services under *prefix* in front of *app* (Django's ASGI application)."""
+    return ConnectMount(app, prefix)
