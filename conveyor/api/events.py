@@ -146,7 +146,7 @@ async def subscribe(event_filter: EventFilter, keepalive: float = KEEPALIVE) -> 
 
 async def _stream(event_filter: EventFilter) -> AsyncIterator[str]:
     said = ": connected\n\n"
-    async for events in subscribe(event_filter):
+    async for events in subscribe(event_filter, KEEPALIVE):
         if not events:
             yield said
             said = ": keepalive\n\n"
