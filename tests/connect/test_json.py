@@ -8,6 +8,7 @@ import base64
 import json
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
 
 from conveyor.models import Task, TaskDependency
@@ -199,3 +200,24 @@ def test_a_failure_report_takes_error_msg(broker):
     call("WebhookService", "ReportResult", body)
     stored = Task.objects.get(id=task.id)
     assert (stored.state, stored.last_error) == ("retry", "smtp down")
+
+
+def test_a_host_project_mounts_the_services_under_its_prefix():
+    from asgiref.sync import async_to_sync
+
+    from conveyor.connect import mount
+
+    async def django_side(scope, receive, send):
+        await send({"type": "http.response.start", "status": 299, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def send_both():
+        transport = httpx.ASGITransport(app=mount(django_side, prefix="/conveyor/"))
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+            served = await client.post("/conveyor/conveyor.v1.TaskService/Enqueue", json={"type": "x"})
+            passed = await client.post("/conveyor.v1.TaskService/Enqueue", json={"type": "x"})
+            return served, passed
+
+    served, passed = async_to_sync(send_both)()
+    assert served.status_code == 200 and served.json()["task"]["type"] == "x"
+    assert passed.status_code == 299  # outside the prefix: the host's own application
