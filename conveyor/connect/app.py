@@ -16,13 +16,13 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from connectrpc.code import Code
-from connectrpc.compat import google_protobuf_binary_codec, google_protobuf_json_codec
+from connectrpc.compat import google_protobuf_binary_codec
 from connectrpc.errors import ConnectError
 from connectrpc.request import RequestContext
 
 from conveyor.conf import conveyor_settings
 from conveyor.connect.admin import ADMIN_SERVICE, READS
-from conveyor.connect.errors import ConveyorErrors
+from conveyor.connect.errors import ConveyorErrors, ProtoJSON
 from conveyor.connect.events import watch_events
 from conveyor.connect.tasks import TASK_SERVICE, WEBHOOK_SERVICE
 from conveyor.tokens import auth_required, bearer_from_header, token_valid
@@ -99,7 +99,7 @@ def services() -> dict[str, ASGIApp]:
         "read_max_bytes": READ_MAX_BYTES,
         # proto3 JSON, refusing unknown fields as its spec's parsers do by
         # default: a misspelt option must not pass silently as a default.
-        "codecs": [google_protobuf_binary_codec(), google_protobuf_json_codec(ignore_unknown_fields=False)],
+        "codecs": [google_protobuf_binary_codec(), ProtoJSON()],
     }
     apps = [
         rpc.TaskServiceASGIApplication(Service(TASK_SERVICE), **options),

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from connectrpc.code import Code
+from connectrpc.compat import google_protobuf_json_codec
 from connectrpc.errors import ConnectError
 from connectrpc.request import RequestContext
 
@@ -39,11 +40,36 @@ def fields_named(names: Mapping[str, str]) -> Iterator[None]:
         raise InvalidArgument(renamed, exc.reason, index=exc.index) from None
 
 
+def printable(message: str) -> str:
+    """A message that encodes as UTF-8: one echoing a lone surrogate of the input would not."""
+    return message.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def connect_error(exc: ConveyorError) -> ConnectError:
     message = exc.message
     if isinstance(exc, InvalidArgument) and exc.field:
         message = InvalidArgument(json_path(exc.field), exc.reason, index=exc.index).message
-    return ConnectError(Code(exc.connect_code), message)
+    return ConnectError(Code(exc.connect_code), printable(message))
+
+
+class ProtoJSON:
+    """proto3 JSON (the runtime's codec for Google's protobuf, refusing unknown
+    fields) whose decode errors are invalid_argument with a printable message."""
+
+    def __init__(self) -> None:
+        self._codec = google_protobuf_json_codec(ignore_unknown_fields=False)
+
+    def name(self) -> str:
+        return self._codec.name()
+
+    def encode(self, message: Any) -> bytes:
+        return self._codec.encode(message)
+
+    def decode(self, data: bytes | bytearray, message_class: type[Any]) -> Any:
+        try:
+            return self._codec.decode(data, message_class)
+        except Exception as exc:  # any parse failure is the client's: ParseError, RecursionError, bad UTF-8
+            raise ConnectError(Code.INVALID_ARGUMENT, printable(f"unmarshal message: {exc}")) from exc
 
 
 def item_error(exc: ConveyorError) -> str:
