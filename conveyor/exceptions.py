@@ -92,6 +92,18 @@ class InvalidState(ConveyorError):
         self.state = state
 
 
+class DependentsWaiting(InvalidState):
+    """A task that unfinished tasks still wait on cannot be deleted (their wait would change meaning)."""
+
+    def __init__(self, task_id: str, state: str, dependents: list[str]) -> None:
+        shown = ", ".join(dependents[:3]) + (", ..." if len(dependents) > 3 else "")
+        ConveyorError.__init__(
+            self, f"cannot delete task {task_id}: unfinished tasks wait on it ({shown})", task_id=task_id, state=state
+        )
+        self.task_id = task_id
+        self.state = state
+
+
 class LeaseLost(ConveyorError):
     code = "lease_lost"
     http_status = 409

@@ -178,6 +178,6 @@ class TaskDetailView(ApiView):
         tags=["tasks"],
     )
     def delete(self, request: Request, task_id: str) -> Response:
-        """Delete a task in any state but active."""
+        """Delete a task in any state but active, and not while unfinished tasks wait on it."""
         get_broker().delete_task(task_id)
         return Response(status=204)

@@ -7,12 +7,20 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from conveyor.broker.base import BrokerBase
+from conveyor.broker.dependencies import OPEN_EDGE
 from conveyor.broker.types import IdResult, Page
 from conveyor.broker.validation import check_queue_name, check_seconds, check_task_id, check_time
 from conveyor.conf import conveyor_settings
-from conveyor.exceptions import ConveyorError, DuplicateTask, InvalidArgument, InvalidState, TaskNotFound
+from conveyor.exceptions import (
+    ConveyorError,
+    DependentsWaiting,
+    DuplicateTask,
+    InvalidArgument,
+    InvalidState,
+    TaskNotFound,
+)
 from conveyor.models import Task
-from conveyor.states import ADMIN_FROM, ALL_STATES, INCOMPLETE, WAITING, State
+from conveyor.states import ADMIN_FROM, ALL_STATES, INCOMPLETE, TERMINAL, WAITING, State
 
 CANCELED_BY_ADMIN = "canceled by operator"
 
@@ -65,10 +73,15 @@ class AdminOps(BrokerBase):
         self.emit(kind, [task], now)
 
     def delete_task(self, task_id: str) -> None:
-        """Delete a task in any state but active."""
+        """Delete a task in any state but active, and not while unfinished tasks wait on it."""
         now = self.now()
         with self.atomic():
             task = self._locked(task_id, "delete")
+            if task.has_dependents:
+                waiting = self.edges.filter(OPEN_EDGE, depends_on_id=task_id).exclude(task__state__in=TERMINAL)
+                dependents = list(waiting.values_list("task_id", flat=True)[:4])
+                if dependents:
+                    raise DependentsWaiting(task_id, task.state, dependents)
             finished = task.state in (State.COMPLETED, State.ARCHIVED, State.CANCELED)
             # Announce before deleting: Model.delete() clears the instance's pk.
             self.emit("deleted", [task], now)

@@ -8,7 +8,7 @@ import pytest
 from django.db import connections
 
 from conveyor.broker import Broker, Dependency, TaskSpec, dependencies
-from conveyor.exceptions import InvalidArgument
+from conveyor.exceptions import InvalidArgument, InvalidState
 from conveyor.notify.hooks import BrokerHooks
 
 CASCADE_ERROR = "canceled by failed dependency"
@@ -336,14 +336,27 @@ def test_cascade_continues_through_an_edge_that_continues(broker):
     assert (state(broker, "b"), state(broker, "c")) == ("canceled", "pending")
 
 
-@pytest.mark.parametrize(
-    ("policy", "expected"), [("cascade_cancel", "canceled"), ("continue", "pending"), ("block", "blocked")]
-)
-def test_deleted_dependency_counts_as_canceled(broker, policy, expected):
+@pytest.mark.parametrize("policy", ["cascade_cancel", "continue", "block"])
+def test_a_task_unfinished_tasks_wait_on_cannot_be_deleted(broker, policy):
     upstream(broker, "a")
     dependent(broker, "b", ("a", policy))
+    with pytest.raises(InvalidState) as refused:
+        broker.delete_task("a")
+    assert refused.value.connect_code == "failed_precondition"
+    assert "b" in refused.value.message
+    assert (state(broker, "a"), state(broker, "b")) == ("pending", "blocked")
+    broker.cancel_task("b")  # once nothing unfinished waits, it goes
     broker.delete_task("a")
-    assert state(broker, "b") == expected
+    assert not broker.tasks.filter(id="a").exists()
+
+
+def test_a_finished_dependency_can_be_deleted_under_its_waiting_dependent(broker):
+    upstream(broker, "a")
+    upstream(broker, "other")
+    dependent(broker, "b", "a", "other")
+    complete(broker, "a")
+    broker.delete_task("a")  # b's edge to it is satisfied: b no longer waits on it
+    assert state(broker, "b") == "blocked"
 
 
 def test_resolving_again_does_not_promote_twice(broker, hooks):
@@ -419,11 +432,11 @@ def test_promote_ready_dependents_leaves_unfinished_dependencies_alone(db_alias,
     assert state(quiet, "b") == "blocked"
 
 
-def test_promote_ready_dependents_treats_deleted_dependency_as_canceled(db_alias, clock):
+def test_promote_ready_dependents_treats_a_vanished_dependency_as_canceled(db_alias, clock):
     quiet = Broker(clock=clock, using=db_alias, hooks=BrokerHooks())
     upstream(quiet, "a")
     dependent(quiet, "b", ("a", "continue"))
-    quiet.delete_task("a")
+    quiet.tasks.filter(id="a").delete()  # a row gone outside the broker (the broker refuses to delete it)
     quiet.promote_ready_dependents()
     assert state(quiet, "b") == "pending"
 

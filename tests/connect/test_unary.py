@@ -327,3 +327,18 @@ def test_worker_sessions_are_not_served_here(rpc):
     from conveyor.v1.service_connect import WorkerServiceClient
 
     assert WorkerServiceClient  # the WebSocket protocol carries them (tests/e2e, docs/protocol.md)
+
+
+def test_deleting_a_task_unfinished_tasks_wait_on_is_failed_precondition(rpc, broker):
+    from conveyor.broker import Dependency
+
+    parent = enqueue(broker, id="parent")
+    enqueue(broker, id="child", depends_on=[Dependency(parent.id)])
+    before = state_of_everything()
+    error = refused(
+        lambda: rpc("AdminService", "delete_task", pb.DeleteTaskRequest(id="parent")), Code.FAILED_PRECONDITION
+    )
+    assert "child" in error.message
+    (result,) = rpc("AdminService", "batch_delete_tasks", pb.BatchTasksRequest(ids=["parent"])).results
+    assert result.error.startswith("failed_precondition: ")
+    assert state_of_everything() == before
