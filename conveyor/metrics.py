@@ -13,7 +13,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -41,6 +41,41 @@ LEASE_QUERIES = Counter(
 THROTTLED = Counter(
     "conveyor_throttled_total", "Lease cycles held back by a queue limit", ["queue", "limit"], registry=REGISTRY
 )
+MAINTENANCE_FAILURES = Counter(
+    "conveyor_maintenance_failures_total", "Sweeper passes that failed (retried next tick)", ["pass"], registry=REGISTRY
+)
+
+
+class UpstreamNames:
+    """Series under the names upstream Conveyor's dashboards and autoscalers read:
+    ``conveyor_pending`` (the due backlog per queue, from the database, so the
+    same on every node) and ``conveyor_concurrency_throttled_total`` (this
+    node's ``conveyor_throttled_total{limit="concurrency"}``)."""
+
+    def collect(self) -> Iterable[Any]:
+        from conveyor.broker import get_broker
+
+        throttled = CounterMetricFamily(
+            "conveyor_concurrency_throttled", "Lease cycles held back by a per-key concurrency limit", labels=["queue"]
+        )
+        for family in THROTTLED.collect():
+            for sample in family.samples:
+                if sample.name.endswith("_total") and sample.labels.get("limit") == "concurrency":
+                    throttled.add_metric([sample.labels["queue"]], sample.value)
+        pending = GaugeMetricFamily("conveyor_pending", "Due tasks waiting for a worker (the cluster)", labels=["queue"])
+        try:
+            counts = get_broker().pending_counts()
+        except Exception:  # a scrape reports what it can; /readyz says why the database is down
+            counts = {}
+        for queue, n in sorted(counts.items()):
+            pending.add_metric([queue], n)
+        yield from (throttled, pending)
+
+    def describe(self) -> Iterable[Any]:
+        return []  # collected at scrape time only
+
+
+REGISTRY.register(UpstreamNames())  # type: ignore[arg-type]
 WEBHOOK_DELIVERIES = Counter(
     "conveyor_webhook_deliveries_total", "Webhook deliveries by outcome", ["webhook", "outcome"], registry=REGISTRY
 )

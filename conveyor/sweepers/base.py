@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections
 
 from conveyor.conf import conveyor_settings
+from conveyor.metrics import MAINTENANCE_FAILURES
 from conveyor.sweepers.leader import LeaderLock
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ class SweeperLoop:
                 leading = await loop.run_in_executor(self._pool, self.tick)
             except Exception:
                 logger.exception("%s pass failed; retrying next tick", self.sweeper.name)
+                MAINTENANCE_FAILURES.labels(self.sweeper.name).inc()
                 leading = False
             self._set_leading(leading)
             await asyncio.sleep(self.sweeper.interval)

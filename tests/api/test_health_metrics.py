@@ -57,3 +57,51 @@ def test_metrics_are_prometheus_text_with_the_pending_gauge_per_queue(api, broke
     assert values[("conveyor_pending_tasks", (("queue", "sms"),))] == 1
     names = {name for name, _ in values}
     assert {"conveyor_active_tasks", "conveyor_worker_sessions"} <= names
+
+
+def test_metrics_under_upstream_names(api, broker):
+    from conveyor import metrics
+
+    enqueue(broker, queue="mail")
+    metrics.THROTTLED.labels("limited", "concurrency").inc(3)
+    metrics.THROTTLED.labels("limited", "rate").inc()  # another limit: not counted there
+    values = samples(api.client.get("/metrics").content.decode())
+    assert values[("conveyor_pending", (("queue", "mail"),))] == 1  # from the database: the same on every node
+    assert values[("conveyor_concurrency_throttled_total", (("queue", "limited"),))] == 3
+
+
+def test_a_failing_sweeper_pass_is_counted_by_pass():
+    import asyncio
+
+    from asgiref.sync import async_to_sync
+
+    from conveyor.broker import get_broker
+    from conveyor.sweepers.base import Sweeper, SweeperLoop
+
+    class Broken(Sweeper):
+        name = "broken"
+        interval_setting = "REAPER_INTERVAL"
+
+        def run_once(self) -> dict[str, int]:
+            raise RuntimeError("the database went away")
+
+    before = _failures("broken")
+
+    async def one_pass() -> None:
+        loop = SweeperLoop(Broken(get_broker()))
+        await loop.start()
+        await asyncio.sleep(0.5)
+        await loop.stop()
+
+    async_to_sync(one_pass)()
+    assert _failures("broken") == before + 1
+
+
+def _failures(name: str) -> float:
+    from conveyor import metrics
+
+    for family in metrics.MAINTENANCE_FAILURES.collect():
+        for s in family.samples:
+            if s.name.endswith("_total") and s.labels == {"pass": name}:
+                return s.value
+    return 0.0
