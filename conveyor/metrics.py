@@ -62,7 +62,9 @@ class UpstreamNames:
             for sample in family.samples:
                 if sample.name.endswith("_total") and sample.labels.get("limit") == "concurrency":
                     throttled.add_metric([sample.labels["queue"]], sample.value)
-        pending = GaugeMetricFamily("conveyor_pending", "Due tasks waiting for a worker (the cluster)", labels=["queue"])
+        pending = GaugeMetricFamily(
+            "conveyor_pending", "Due tasks waiting for a worker (the cluster)", labels=["queue"]
+        )
         try:
             counts = get_broker().pending_counts()
         except Exception:  # a scrape reports what it can; /readyz says why the database is down
