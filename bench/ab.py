@@ -62,6 +62,14 @@ def fresh_database(tree: Path, name: str) -> str:
     return url
 
 
+def _run(argv: list[str], tree: Path, env: dict[str, str]) -> str:
+    """Run one bench script of *tree*; its standard output (its error output shown if it fails)."""
+    done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} in {tree} failed:\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
 def run_build(tree: Path, index: int, round_tasks: int, tasks: int, latency_tasks: int) -> dict[str, float]:
     python = str(tree / ".venv/bin/python")
     url = fresh_database(tree, f"conveyor_ab_{index}")
@@ -72,17 +80,12 @@ def run_build(tree: Path, index: int, round_tasks: int, tasks: int, latency_task
         "DJANGO_SETTINGS_MODULE": "conveyor_site.settings",
     }
     env.pop("PYTHONPATH", None)
-    one = subprocess.run(
-        [python, "bench/broker_bench.py", "--round", str(round_tasks)],
-        cwd=tree, env=env, check=True, capture_output=True, text=True,
-    )  # fmt: skip
-    out = {"per_s": json.loads(one.stdout.strip().splitlines()[-1])["per_s"]}
-    dispatch = subprocess.run(
-        [python, "bench/dispatch_bench.py", "--backends", "cluster", "--json",
-         "--tasks", str(tasks), "--latency-tasks", str(latency_tasks)],
-        cwd=tree, env={k: v for k, v in env.items() if k != "DATABASE_URL"}, check=True, capture_output=True, text=True,
-    )  # fmt: skip
-    cluster = json.loads(dispatch.stdout)["cluster"]
+    one = _run([python, "bench/broker_bench.py", "--round", str(round_tasks)], tree, env)
+    out = {"per_s": json.loads(one.strip().splitlines()[-1])["per_s"]}
+    argv = [python, "bench/dispatch_bench.py", "--backends", "cluster", "--json", "--tasks", str(tasks)]
+    argv += ["--latency-tasks", str(latency_tasks)]
+    dispatch = _run(argv, tree, {k: v for k, v in env.items() if k != "DATABASE_URL"})
+    cluster = json.loads(dispatch)["cluster"]
     out.update({k: float(v) for k, v in cluster.items() if isinstance(v, (int, float))})
     return out
 

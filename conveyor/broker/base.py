@@ -8,13 +8,14 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
-from django.db import connections, transaction
+from django.db import transaction
 
 from conveyor.broker.offers import Misses
 from conveyor.clock import Clock, system_clock
 from conveyor.events import Event, event_for
 from conveyor.models import Task, TaskDependency
 from conveyor.notify.hooks import BrokerHooks, InlineHooks
+from conveyor.store import Store, store_for
 
 logger = logging.getLogger("conveyor.broker")
 
@@ -46,8 +47,9 @@ class BrokerBase:
         return transaction.atomic(using=self.db)
 
     @cached_property
-    def is_postgres(self) -> bool:
-        return connections[self.db].vendor == "postgresql"
+    def store(self) -> Store:
+        """The database's store (conveyor/store): every hot-path statement goes through it."""
+        return store_for(self.db)
 
     def after_commit(self, fn: Callable[[], None]) -> None:
         # robust: a failing hook is logged, never undoes or fails the caller.

@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 from django.db import IntegrityError, connections
 
-from conveyor.broker import offers, pg
+from conveyor.broker import offers
 from conveyor.broker.base import BrokerBase, Then, run_now
 from conveyor.broker.edges import edge_resolution
 from conveyor.broker.rows import new_task, new_tasks, task_values
@@ -22,6 +22,7 @@ from conveyor.exceptions import ConveyorError, DuplicateTask, InvalidArgument
 from conveyor.ids import new_ulid
 from conveyor.models import Task, TaskDependency
 from conveyor.states import INCOMPLETE, State
+from conveyor.store import task_columns
 
 CANCELED_BY_DEPENDENCY = "canceled by failed dependency"
 
@@ -98,22 +99,20 @@ class EnqueueOps(BrokerBase):
         offer if there is one, as from Django code (then it is stored
         leased, its node is notified, and it needs no wake).
         """
-        values = [getattr(task, attname) for _, attname in pg.task_columns()]
+        values = [getattr(task, attname) for _, attname in task_columns()]
         take = None
         if task.state == State.PENDING:
             take = offers.Take.of(values, task.enqueued_at, misses=self.offer_misses)
-        sql, params = (take.sql, take.params) if take is not None else offers.plain_insert(values)
+        params = take.params(values) if take is not None else offers.insert_params(values)
         try:
-            cursor = await conn.execute(sql, params, prepare=conveyor_settings.PREPARED_STATEMENTS)
-            row = await cursor.fetchone() if take is not None else None  # (a plain INSERT returns nothing)
+            row = await self.store.ainsert_one(conn, params, take_offer=take is not None)
         except psycopg.errors.UniqueViolation:
             # Stored by the first attempt: say what it stored (it may have taken an offer).
-            cursor = await conn.execute(_AS_STORED, [task.id])
-            row = await cursor.fetchone()
-            if row is not None:
-                offers.set_lease(task, row)
+            stored = await self.store.alease_of(conn, task.id)
+            if stored is not None:
+                offers.set_lease(task, stored)
             return False
-        taken = take.taken(row) if take is not None else None  # (its RETURNING always gives a row)
+        taken = take.taken(row) if take is not None and row is not None else None
         if taken is not None:
             offers.set_lease(task, taken)
         return True
@@ -161,7 +160,7 @@ class EnqueueOps(BrokerBase):
         caller's transaction it simply joins that transaction.)
         """
         simple = len(items) == 1 and not items[0].given_id and not items[0].deps and not items[0].fields["unique_key"]
-        if simple and self.is_postgres:
+        if simple and self.store.one_insert_in_autocommit:
             return contextlib.nullcontext()
         return self.atomic()
 
@@ -210,7 +209,7 @@ class EnqueueOps(BrokerBase):
         if not fresh:
             return
         tasks = [it.task for it in fresh]
-        pg.insert_tasks(self.db, tasks)
+        self.store.insert_tasks(tasks)
         edges = [edge for it in fresh for edge in it.edges]
         if edges:
             self.edges.bulk_create(edges)
@@ -402,7 +401,7 @@ class EnqueueOps(BrokerBase):
         needs no wake. The model instance is built after the INSERT.
         """
         values = task_values(task_id, {**fields, "state": State.PENDING, "enqueued_at": now, "updated_at": now})
-        task = offers.insert_taking_offer(self.db, values, now, self.offer_misses)
+        task = offers.insert_taking_offer(self.store, values, now, self.offer_misses)
         self._announce([task], now, then=run_now)
         return task
 
@@ -411,7 +410,7 @@ class EnqueueOps(BrokerBase):
         PostgreSQL, outside any transaction (the offer's lease starts at the
         INSERT, and its node hears of it at commit), when these hooks reach
         other processes (with nobody to wake there is no node to offer)."""
-        if not (self.hooks.reaches_other_processes and self.is_postgres):
+        if not (self.hooks.reaches_other_processes and self.store.has_offers):
             return False
         conn = connections[self.db]
         if not conn.get_autocommit() or conn.in_atomic_block:
@@ -433,9 +432,6 @@ class EnqueueOps(BrokerBase):
                     if (t.state == state if state else t.state not in (State.SCHEDULED, State.CANCELED))
                 ]
                 self.emit(kind, chosen, now, then=then)
-
-
-_AS_STORED = f"SELECT {', '.join(offers.LEASE_FIELDS)} FROM conveyor_task WHERE id = %s"
 
 
 def _with_index(error: ConveyorError | None, index: int) -> ConveyorError | None:

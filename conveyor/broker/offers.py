@@ -22,12 +22,12 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from conveyor.broker import pg
 from conveyor.broker.rows import task_from_values
 from conveyor.broker.types import LEASED_FIELDS, LeasedTask
 from conveyor.conf import conveyor_settings
 from conveyor.models import Task
 from conveyor.states import State
+from conveyor.store import Store, cell, task_columns
 
 # PostgreSQL refuses a notification payload of 8,000 bytes or more; the
 # lease id and a space go before the task. A larger task is stored and
@@ -36,49 +36,13 @@ BODY_MAX = 7800
 _DATETIMES = frozenset({"due_at", "enqueued_at", "expires_at", "deadline", "lease_expires_at", "started_at"})
 _FROM_THE_OFFER = frozenset({"lease_id", "lease_holder"})
 
-_TAKE = (
-    "WITH o AS (DELETE FROM conveyor_offer WHERE id = ("
-    "SELECT id FROM conveyor_offer WHERE queue = %s AND expires_at > %s "
-    "AND NOT EXISTS (SELECT 1 FROM conveyor_queue WHERE name = %s AND (paused OR COALESCE(rate, 0) <> 0 "
-    "OR COALESCE(concurrency_limit, 0) <> 0 OR policy = 'random')) "
-    "ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING channel, lease_id, holder) "
-)
-# Columns the offer decides; each takes the parameters listed.
-_OVERRIDES = {
-    "state": "COALESCE((SELECT 'active'::varchar FROM o), %s)",
-    "lease_id": "(SELECT lease_id FROM o)",
-    "lease_expires_at": "(SELECT %s::timestamptz FROM o)",
-    "lease_holder": "COALESCE((SELECT holder FROM o), %s)",
-    "started_at": "(SELECT %s::timestamptz FROM o)",
-}
-_TAKE_SQL: list[str] = []
-
-
-def _take_sql() -> str:
-    if not _TAKE_SQL:
-        columns = pg.task_columns()
-        values = [_OVERRIDES.get(attname, "%s::jsonb" if attname == "metadata" else "%s") for _, attname in columns]
-        _TAKE_SQL.append(
-            f"{_TAKE}INSERT INTO {Task._meta.db_table} ({', '.join(f'"{c}"' for c, _ in columns)}) "
-            f"VALUES ({', '.join(values)}) "
-            "RETURNING lease_id, lease_holder, "
-            "CASE WHEN lease_id IS NOT NULL THEN pg_notify((SELECT channel FROM o), lease_id || ' ' || %s) END"
-        )
-    return _TAKE_SQL[0]
-
-
 # Positions among a task's values (field order, as ``enqueue.task_values`` gives them).
-_AT = {attname: i for i, (_, attname) in enumerate(pg.task_columns())}
-# The INSERT's parameters after the offer's three: every value but the lease id.
-_KEPT = [i for attname, i in _AT.items() if attname != "lease_id"]
-_PARAM = {attname: 3 + n for n, attname in enumerate(a for a in _AT if a != "lease_id")}
+_AT = {attname: i for i, (_, attname) in enumerate(task_columns())}
 # The notification body: each leased field's value position (None: the offer's).
 _BODY = [None if name in _FROM_THE_OFFER else _AT[name] for name in LEASED_FIELDS]
 _STATE, _PAYLOAD = LEASED_FIELDS.index("state"), LEASED_FIELDS.index("payload")
 _STARTED, _EXPIRES = LEASED_FIELDS.index("started_at"), LEASED_FIELDS.index("lease_expires_at")
 _BODY_DATETIMES = [i for i, name in enumerate(LEASED_FIELDS) if name in _DATETIMES]
-# The values ``pg.cell`` changes for a statement's parameters.
-_CONVERTED = ("metadata", "payload")
 _compact_json = json.JSONEncoder(separators=(",", ":")).encode
 
 # After a take that found no offer of its queue, a broker's next enqueues to
@@ -118,45 +82,36 @@ class Misses:
 
 
 class Take:
-    """The statement that INSERTs one due task taking an offer of its queue if there is one.
+    """One due task's INSERT that takes an offer of its queue if there is one
+    (``insert_one_taking_offer`` in conveyor/store/queries.sql).
 
-    *values* are the new row's attribute values in field order
-    (``enqueue.task_values``). ``Take.of`` is None when the task cannot take
-    an offer (too large for a notification, or its queue paused after a
-    miss): then it is a plain INSERT.
+    ``Take.of`` is None when the task cannot take an offer (too large for a
+    notification, or its queue pausing after a miss): then it is a plain INSERT.
     """
 
-    def __init__(
-        self,
-        values: list[Any],
-        now: datetime,
-        expires: datetime,
-        body: str,
-        *,
-        misses: Misses | None = None,
-    ):
-        self.now, self.expires, self.misses = now, expires, misses
-        self.sql = _take_sql()
-        self.queue = queue = values[_AT["queue"]]
-        params: list[Any] = [queue, now, queue]
-        params += [values[i] for i in _KEPT]  # the state and holder as if no offer was taken
-        for name in _CONVERTED:
-            params[_PARAM[name]] = pg.cell(params[_PARAM[name]], name)
-        params[_PARAM["lease_expires_at"]], params[_PARAM["started_at"]] = expires, now
-        params.append(body)
-        self.params = params
+    def __init__(self, queue: str, now: datetime, expires: datetime, body: str, misses: Misses | None) -> None:
+        self.queue, self.now, self.expires, self.body, self.misses = queue, now, expires, body, misses
 
     @classmethod
     def of(cls, values: list[Any], now: datetime, *, misses: Misses | None = None) -> Take | None:
-        """*misses*: the broker's (``MISS_PAUSE``); a take that finds no offer is
+        """*values*: the new row's attribute values in field order (``rows.task_values``).
+        *misses*: the broker's (``MISS_PAUSE``); a take that finds no offer is
         noted there, and None is returned while its queue's pause lasts."""
-        if misses is not None and misses.skip(values[_AT["queue"]], now):
+        queue = values[_AT["queue"]]
+        if misses is not None and misses.skip(queue, now):
             return None
         expires = now + timedelta(seconds=conveyor_settings.LEASE_TTL)
         body = offered_body(values, now, expires)
         if body is None:
             return None
-        return cls(values, now, expires, body, misses=misses)
+        return cls(queue, now, expires, body, misses)
+
+    def params(self, values: list[Any]) -> dict[str, Any]:
+        """The statement's parameters: the task's (state and holder as if no
+        offer was taken), the lease's times if one is, the notification body."""
+        params = insert_params(values)
+        params.update(now=self.now, body=self.body, lease_expires_at=self.expires, started_at=self.now)
+        return params
 
     def taken(self, row: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """From the statement's row: None, or for a task that took an offer what
@@ -171,6 +126,11 @@ class Take:
         return (State.ACTIVE, lease_id, holder, self.expires, self.now)
 
 
+def insert_params(values: list[Any]) -> dict[str, Any]:
+    """A new row's attribute values (field order) as a one-task INSERT's named parameters."""
+    return {attname: cell(value, attname) for (_, attname), value in zip(task_columns(), values, strict=True)}
+
+
 LEASE_FIELDS = ("state", "lease_id", "lease_holder", "lease_expires_at", "started_at")
 
 
@@ -179,25 +139,17 @@ def set_lease(task: Task, values: tuple[Any, ...]) -> None:
     task.state, task.lease_id, task.lease_holder, task.lease_expires_at, task.started_at = values
 
 
-def insert_taking_offer(using: str, values: list[Any], now: datetime, misses: Misses | None = None) -> Task:
+def insert_taking_offer(store: Store, values: list[Any], now: datetime, misses: Misses | None = None) -> Task:
     """INSERT one due task in autocommit, taking an offer of its queue if there
     is one (``Take``; *misses* as there), and return it as stored (durable)."""
     take = Take.of(values, now, misses=misses)
-    sql, params = (take.sql, take.params) if take is not None else plain_insert(values)
-    rows = pg.run(using, sql, params, fetch=take is not None)
+    params = take.params(values) if take is not None else insert_params(values)
+    row = store.insert_one(params, take_offer=take is not None)
     task = task_from_values(values)  # built after the INSERT, off the task's path
-    taken = take.taken(rows[0]) if take is not None else None
+    taken = take.taken(row) if take is not None and row is not None else None
     if taken is not None:
         set_lease(task, taken)
     return task
-
-
-def plain_insert(values: list[Any]) -> tuple[str, list[Any]]:
-    """``pg.insert_statement`` for one task, from its values (as ``Take``'s)."""
-    params = list(values)
-    for name in _CONVERTED:
-        params[_AT[name]] = pg.cell(params[_AT[name]], name)
-    return pg.values_sql(1), params
 
 
 def offered_body(values: list[Any], started: datetime, expires: datetime) -> str | None:

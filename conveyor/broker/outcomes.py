@@ -6,43 +6,23 @@ wrong lease changes nothing and raises (or reports) *lease lost*.
 
 from __future__ import annotations
 
-import contextlib
-from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Case, Value, When
 
 from conveyor.backoff import RetryPolicy, backoff_delay
-from conveyor.broker import pg
 from conveyor.broker.base import BrokerBase, Then, run_now
 from conveyor.broker.validation import check_seconds, check_time
 from conveyor.conf import conveyor_settings
 from conveyor.exceptions import InvalidArgument, LeaseLost
 from conveyor.models import Task
 from conveyor.states import State
+from conveyor.store import OutcomeRow
 
 CANCELED_WHILE_RUNNING = "canceled while running"
 MAX_ERROR_LENGTH = 4000
-
-
-@dataclass(slots=True)
-class _Row:
-    """The columns of an active row that completing it needs (and events show)."""
-
-    id: str
-    queue: str
-    type: str
-    state: str
-    lease_id: str | None
-    retried: int
-    last_error: str
-    retention: float | None
-    has_dependents: bool
-    concurrency_key: str | None
-    finished_at: datetime | None = None
 
 
 def clip_error(error: str) -> str:
@@ -99,15 +79,8 @@ class OutcomeOps(BrokerBase):
         if not items:
             return []
         now = self.now()
-        wanted = _wanted(items)
-        # On PostgreSQL one UPDATE ... RETURNING, atomic by itself: no
-        # explicit transaction (two round trips fewer per batch of results).
-        with contextlib.nullcontext() if self.is_postgres else self.atomic():
-            if self.is_postgres:
-                won = _completed(pg.complete(self.db, wanted, now, conveyor_settings.COMPLETED_RETENTION), now)
-            else:
-                won = self._complete_sqlite(wanted, now)
-            return self._after_ack(items, won, now, self.after_commit)
+        won = self.store.complete_many(_wanted(items), now, conveyor_settings.COMPLETED_RETENTION)
+        return self._after_ack(items, won, now, self.after_commit)
 
     async def ack_on(self, conn: Any, items: Sequence[tuple[Task, bytes | None]]) -> list[str]:
         """``ack_many`` through a psycopg ``AsyncConnection`` (autocommit, PostgreSQL), on the event loop.
@@ -118,15 +91,11 @@ class OutcomeOps(BrokerBase):
         if not items:
             return []
         now = self.now()
-        retention = conveyor_settings.COMPLETED_RETENTION
-        sql, params = pg.complete_statement(_wanted(items), now, retention, by_key=True)
-        async with conn.cursor() as cursor:
-            await cursor.execute(sql, params, prepare=conveyor_settings.PREPARED_STATEMENTS)
-            won = _completed(await cursor.fetchall(), now)
+        won = await self.store.acomplete_many(conn, _wanted(items), now, conveyor_settings.COMPLETED_RETENTION)
         return self._after_ack(items, won, now, run_now)
 
     def _after_ack(
-        self, items: Sequence[tuple[Task, bytes | None]], won: list[_Row], now: datetime, then: Then
+        self, items: Sequence[tuple[Task, bytes | None]], won: list[OutcomeRow], now: datetime, then: Then
     ) -> list[str]:
         """Dependents, wakes and events of the completed rows (each scheduled by
         *then*); mark the caller's tasks; return the ids whose lease was lost."""
@@ -138,48 +107,6 @@ class OutcomeOps(BrokerBase):
         self.wake_after_commit({r.queue for r in won if r.concurrency_key}, then=then)
         self.emit("completed", won, now, then=then)
         return [task.id for task, _ in items if task.id not in won_ids]
-
-    def _complete_sqlite(self, wanted: dict[str, tuple[str | None, bytes | None]], now: datetime) -> list[_Row]:
-        # Lock the rows and match each task to its own lease. Matching by
-        # "id IN (...) AND lease_id IN (...)" would let one item's lease
-        # vouch for another, and telling the winners from rows another ack
-        # completed at the same instant is impossible after the fact. Plain
-        # rows, not model instances: this runs for every batch of results.
-        won = [
-            _Row(*values)
-            for values in self.tasks.select_for_update()
-            .filter(id__in=list(wanted), state__is=State.ACTIVE)
-            .order_by("id")
-            .values_list(*pg.OUTCOME_COLUMNS)
-            if values[4] == wanted[values[0]][0]
-        ]
-        self._complete_rows(won, wanted, now)
-        return won
-
-    def _complete_rows(
-        self, rows: list[_Row], wanted: dict[str, tuple[str | None, bytes | None]], now: datetime
-    ) -> None:
-        by_retention: dict[float, list[str]] = defaultdict(list)
-        for row in rows:
-            result = wanted[row.id][1]
-            if result is None:
-                by_retention[_retention(row.retention)].append(row.id)
-            else:
-                self._complete(self.tasks.filter(id=row.id), now, row.retention, result=result)
-            row.state, row.finished_at = State.COMPLETED, now
-        for retention, ids in by_retention.items():
-            self._complete(self.tasks.filter(id__in=ids), now, retention)
-
-    def _complete(self, scope: Any, now: datetime, retention: float | None, **extra: Any) -> int:
-        return scope.filter(state=State.ACTIVE).update(
-            state=State.COMPLETED,
-            finished_at=now,
-            updated_at=now,
-            purge_at=now + timedelta(seconds=_retention(retention)),
-            lease_expires_at=None,
-            progress=100,
-            **extra,
-        )
 
     # -- failure -------------------------------------------------------------
 
@@ -338,10 +265,3 @@ def _wanted(items: Sequence[tuple[Task, bytes | None]]) -> dict[str, tuple[str |
     for task, result in items:
         wanted.setdefault(task.id, (task.lease_id, result))
     return wanted
-
-
-def _completed(rows: Sequence[tuple[Any, ...]], now: datetime) -> list[_Row]:
-    won = [_Row(*values) for values in rows]
-    for row in won:
-        row.state, row.finished_at = State.COMPLETED, now
-    return won

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
-from django.db import connections
-from django.db.models import Count, F, Q
+from django.db.models import Count, F
 
 from conveyor.broker.base import BrokerBase
 from conveyor.broker.outcomes import CANCELED_WHILE_RUNNING
@@ -113,43 +111,10 @@ class SweepOps(BrokerBase):
             # Edges of dependents that finished without them are dead weight,
             # and would pin their upstream rows forever.
             self.edges.filter(resolution=TaskDependency.UNRESOLVED, task__state__in=TERMINAL).delete()
-            needed = self.edges.filter(resolution=TaskDependency.UNRESOLVED).values("depends_on_id")
-            expired = Q(state__is=State.COMPLETED, purge_at__lte=now) | Q(
-                state__among=[State.ARCHIVED, State.CANCELED], finished_at__lte=cutoff
-            )
-            doomed = self.tasks.filter(expired).exclude(id__in=needed).values("id")[: PASS_LIMIT * 10]
-            if self.is_postgres:
-                purged = self._purge_in_one_statement(doomed)
-            else:
-                ids = list(doomed.values_list("id", flat=True))
-                for start in range(0, len(ids), PASS_LIMIT):
-                    chunk = ids[start : start + PASS_LIMIT]
-                    # Plain DELETEs: the ORM's cascading delete would first load
-                    # every row (payloads included) into Python. The edges are
-                    # the only rows that point at a task.
-                    self.edges.filter(task_id__in=chunk).delete()
-                    self.tasks.filter(id__in=chunk)._raw_delete(self.db)
-                purged = len(ids)
+            purged = self.store.purge(now, cutoff, PASS_LIMIT * 10)
             self.tasks.filter(unique_key__isnull=False, unique_until__lte=now).update(unique_key=None)
         Offer.objects.using(self.db).filter(expires_at__lt=now).delete()
         return SweepReport(purged)
-
-    def _purge_in_one_statement(self, doomed: Any) -> int:
-        """PostgreSQL: pick, unlink and delete the rows in one statement.
-
-        No ids travel to Python and back: binding thousands of them into
-        DELETEs costs enough interpreter time to stall the node's dispatch
-        for tens of milliseconds on a busy queue.
-        """
-        pick_sql, params = doomed.query.get_compiler(using=self.db).as_sql()
-        sql = (
-            f"WITH doomed AS MATERIALIZED ({pick_sql}), "
-            "unlinked AS (DELETE FROM conveyor_taskdependency WHERE task_id IN (SELECT id FROM doomed)) "
-            "DELETE FROM conveyor_task WHERE id IN (SELECT id FROM doomed)"
-        )
-        with connections[self.db].cursor() as cursor:
-            cursor.execute(sql, params)
-            return cursor.rowcount
 
     def pending_counts(self) -> dict[str, int]:
         """Per queue, the number of due pending and retry tasks."""

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from conveyor.store.base import LEASED_FIELDS
+
 if TYPE_CHECKING:
     from conveyor.exceptions import ConveyorError
     from conveyor.models import Task
@@ -227,35 +229,3 @@ class LeasedTask:
     @classmethod
     def from_model(cls, task: Any) -> LeasedTask:
         return cls(*(getattr(task, name) for name in LEASED_FIELDS))
-
-
-LEASED_FIELDS = (
-    "id",
-    "queue",
-    "type",
-    "state",
-    "priority",
-    "payload",
-    "content_type",
-    "metadata",
-    "max_retry",
-    "retried",
-    "last_error",
-    "due_at",
-    "enqueued_at",
-    "expires_at",
-    "deadline",
-    "timeout",
-    "retention",
-    "group",
-    "concurrency_key",
-    "unique_key",
-    "has_dependents",
-    "cancel_requested",
-    "lease_id",
-    "lease_expires_at",
-    "lease_holder",
-    "started_at",
-    "progress",
-    "progress_message",
-)

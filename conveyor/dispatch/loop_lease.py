@@ -12,8 +12,8 @@ on the broker sends that queue straight to the locked path until a locked
 lease finds its limits lifted.
 
 Its leases commit without waiting for the WAL flush: the statement sets
-``synchronous_commit = off`` for its own transaction (``without_flush_wait``
-in conveyor.broker.lease; ``LEASE_ASYNC_COMMIT`` turns it off). Why that is
+``synchronous_commit = off`` for its own transaction (``no_flush_wait`` in
+conveyor/store/queries.sql; ``LEASE_ASYNC_COMMIT`` turns it off). Why that is
 safe, and what it can cost, is in docs/architecture.md.
 
 The same connections carry the acks (``Broker.ack_on``: the one UPDATE
@@ -59,12 +59,11 @@ import psycopg
 import psycopg.sql
 from django.db import connections
 
-from conveyor.broker import pg
+from conveyor.store.postgres import NEVER_AUTOMATICALLY
 
 if TYPE_CHECKING:
     from conveyor.broker import Broker
     from conveyor.broker.types import ItemResult, LeaseBatch, TaskSpec
-    from conveyor.dispatch.executor import DatabaseExecutor
     from conveyor.models import Task
 
 logger = logging.getLogger("conveyor.dispatch")
@@ -98,9 +97,6 @@ class LoopLeaser:
         self._orphans: set[asyncio.Future[Any]] = set()  # of those, the ones close() stopped waiting for
         self._idle: list[psycopg.AsyncConnection[Any]] = []
         self._busy: set[psycopg.AsyncConnection[Any]] = set()
-
-    async def start(self, db: DatabaseExecutor) -> None:
-        await db.run(self.broker.compile_lease_statements)  # compiling needs Django's connection
 
     async def lease(self, queue: str, n: int, holder: str) -> LeaseBatch | None:
         """Lease like ``Broker.lease``; None when the queue needs the locked path."""
@@ -204,7 +200,7 @@ class LoopLeaser:
             params["connect_timeout"] = min(int(params.get("connect_timeout") or timeout), timeout)
         params.pop("cursor_factory", None)  # Django's is a sync, client-side cursor
         params.setdefault("application_name", application_name)
-        params["prepare_threshold"] = pg.NEVER_AUTOMATICALLY
+        params["prepare_threshold"] = NEVER_AUTOMATICALLY
         conn = await psycopg.AsyncConnection.connect(**params, autocommit=True)
         try:
             # Django's timestamp loaders take the session's time zone to be

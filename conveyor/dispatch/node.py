@@ -111,7 +111,7 @@ class Node:
         # On PostgreSQL, leases, acks and one-INSERT enqueues run on the loop
         # over connections of the node's own, and drained queues offer their
         # idle credit (conveyor.dispatch.loop_lease, conveyor.dispatch.offers).
-        on_loop = self.broker.is_postgres
+        on_loop = self.broker.store.has_offers  # (PostgreSQL)
         self.leaser = LoopLeaser(self.broker, conveyor_settings.DB_THREADS) if on_loop else None
         self.offers = OfferBook(self) if on_loop else None
         self.layer: Any = get_channel_layer()
@@ -181,8 +181,6 @@ class Node:
             cluster.register_node, self.id, self.host, self.port, os.getpid(), __version__, datetime.now(UTC)
         )
         await self.db.run(apply_static_config, self.broker)
-        if self.leaser is not None:
-            await self.leaser.start(self.db)
         self.spawn(self._listen())
         if self.offers is not None:
             self.spawn(self.offers.listen())

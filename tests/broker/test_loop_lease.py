@@ -9,10 +9,10 @@ import pytest
 from django.db import connections, transaction
 from django.test import override_settings
 
-from conveyor.broker import TaskSpec, pg
-from conveyor.broker.lease import without_flush_wait
+from conveyor.broker import TaskSpec
 from conveyor.dispatch.loop_lease import APPLICATION_NAME, LoopLeaser
 from conveyor.states import State
+from conveyor.store.postgres import complete_params, complete_sql, lease_sql
 from tests.broker.factories import enqueue, on_loop, reload
 
 pytestmark = pytest.mark.parametrize("db_alias", ["postgres"], indirect=True)
@@ -24,7 +24,6 @@ def _lease(leaser: LoopLeaser, queue: str, n: int):
 
 @pytest.fixture
 def leaser(broker):
-    broker.compile_lease_statements()  # a node does this in a database thread at start
     return LoopLeaser(broker)
 
 
@@ -119,9 +118,9 @@ def test_a_lease_commits_without_waiting_for_the_wal_flush_and_leaves_the_sessio
     assert setting == _session_default()  # nothing left behind for a pooler to hand on
 
     # The statement the lease sends turns the flush wait off for its own transaction.
-    sql, params, _ = broker._one_statement_call("default", 1, "h", broker.now())
+    params, policy = broker._one_statement_params("default", 1, "h", broker.now())
     with connections["postgres"].cursor() as cursor, transaction.atomic(using="postgres"):
-        cursor.execute(without_flush_wait(sql), params)
+        cursor.execute(lease_sql(policy, by_key=False, async_commit=True), params)
         cursor.execute("SELECT current_setting('synchronous_commit')")
         assert cursor.fetchone()[0] == "off"
     assert _session_default() != "off"
@@ -140,7 +139,6 @@ def test_the_lease_statement_carries_the_setting_only_when_lease_async_commit_is
 
 @pytest.mark.parametrize("size", [1, 3])
 def test_concurrent_leases_of_several_queues_use_at_most_size_connections(broker, size):
-    broker.compile_lease_statements()
     queues = [f"q{i}" for i in range(5)]
     tasks = {q: enqueue(broker, queue=q).id for q in queues}
     leaser = LoopLeaser(broker, size)
@@ -234,7 +232,11 @@ def test_the_ack_finds_its_rows_by_key_on_the_loop_connection(broker, leaser, em
     now = broker.now()
 
     by_key, plain = _plans_on_the_lease_connection(
-        leaser, [pg.complete_statement(wanted, now, 0.0, by_key=True), pg.complete_statement(wanted, now, 0.0)]
+        leaser,
+        [
+            (complete_sql(by_key=True), complete_params(wanted, now, 0.0)),
+            (complete_sql(by_key=False), complete_params(wanted, now, 0.0)),
+        ],
     )
 
     assert _unbounded_task_scans(by_key) == [], by_key
@@ -260,9 +262,9 @@ def test_the_lease_claims_its_rows_by_key_on_the_loop_connection(broker, leaser,
         broker.enqueue_batch([TaskSpec(type="t", payload=b"") for _ in range(100)])
         broker.ack_many([(t, None) for t in broker.lease("default", 100).tasks])
     enqueue(broker)
-    sql, params, _ = broker._one_statement_call("default", 1, "h", broker.now(), by_key=True)
+    params, policy = broker._one_statement_params("default", 1, "h", broker.now())
 
-    (plan,) = _plans_on_the_lease_connection(leaser, [(without_flush_wait(sql), params)])
+    (plan,) = _plans_on_the_lease_connection(leaser, [(lease_sql(policy, by_key=True, async_commit=True), params)])
 
     assert _unbounded_task_scans(plan) == [], plan
     # The UPDATE looks its rows up by key: a join there can be planned (with

@@ -19,12 +19,13 @@ from django.db import connections, transaction
 
 from conveyor.broker import Broker, TaskSpec
 from conveyor.broker.offers import BODY_MAX, MISS_PAUSE, Take, offered_task
-from conveyor.broker.pg import task_columns
 from conveyor.dispatch.loop_lease import LoopLeaser
 from conveyor.dispatch.offers import WITHDRAW
 from conveyor.models import Offer, Queue, Task
 from conveyor.notify.hooks import RecordingHooks
 from conveyor.states import State
+from conveyor.store import task_columns
+from conveyor.store.postgres import insert_sql
 from tests.broker.factories import on_loop
 
 pytestmark = pytest.mark.parametrize("db_alias", ["postgres"], indirect=True)
@@ -265,9 +266,10 @@ def test_a_nodes_own_enqueue_takes_an_offer_too(db_alias, clock, listener):
     assert not Offer.objects.using(db_alias).exists()
 
 
-def _take(broker: Broker, clock: Any, **spec: Any) -> Take | None:
+def _take(broker: Broker, clock: Any, **spec: Any) -> tuple[Take | None, list[Any]]:
     task = broker.one_insert_task(TaskSpec(type="t", queue="email", **spec))
-    return Take.of([getattr(task, attname) for _, attname in task_columns()], clock.now())
+    values = [getattr(task, attname) for _, attname in task_columns()]
+    return Take.of(values, clock.now()), values
 
 
 @pytest.mark.parametrize("outcome", ["commit", "rollback"])
@@ -276,7 +278,7 @@ def test_a_withdraw_waits_for_a_take_in_flight_and_gets_back_only_an_offer_not_t
     offer(db_alias, clock, "lease-1")
     params = connections[db_alias].get_connection_params()
     params.pop("cursor_factory", None)
-    take = _take(broker, clock)
+    take, values = _take(broker, clock)
     assert take is not None
     withdrawn: list[Any] = []
 
@@ -285,7 +287,7 @@ def test_a_withdraw_waits_for_a_take_in_flight_and_gets_back_only_an_offer_not_t
             withdrawn.extend(node.execute(WITHDRAW, [["lease-1"]]).fetchall())
 
     with psycopg.connect(**params) as producer_conn:
-        producer_conn.execute(take.sql, take.params)  # the take, not yet committed
+        producer_conn.execute(insert_sql(take_offer=True), take.params(values))  # the take, not yet committed
         node = threading.Thread(target=withdraw)
         node.start()
         node.join(0.5)
@@ -305,8 +307,8 @@ def test_the_largest_task_that_takes_an_offer_fits_in_a_notification(db_alias, c
     broker, _ = producer
 
     def body_size(n: int) -> int:
-        take = _take(broker, clock, payload=b"x" * n)
-        return BODY_MAX + 1 if take is None else len(take.params[-1])
+        take, _ = _take(broker, clock, payload=b"x" * n)
+        return BODY_MAX + 1 if take is None else len(take.body)
 
     low, high = 0, BODY_MAX
     while low < high:  # the largest payload whose body is at most BODY_MAX

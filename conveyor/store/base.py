@@ -1,0 +1,140 @@
+"""The store interface: the database contract of the hot path's task state.
+
+The broker decides (rules, state machine, limits); a store carries out the
+statements, one method per transition, for its database. ``PostgresStore``
+writes them as SQL (conveyor/store/queries.sql) through psycopg's public
+API; ``SqliteStore`` uses the ORM. Methods whose name starts with ``a`` are
+the async twins a node runs on its event loop, over connections of its own.
+What both share (the column plan, the outcome row) is here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar, Protocol
+
+from conveyor.models import Task
+
+# Columns an outcome needs from a row (not the payload or result): what a
+# completion returns, and what an outcome reads from a locked row.
+OUTCOME_COLUMNS = (
+    "id",
+    "queue",
+    "type",
+    "state",
+    "lease_id",
+    "retried",
+    "last_error",
+    "retention",
+    "has_dependents",
+    "concurrency_key",
+)
+
+
+@dataclass(slots=True)
+class OutcomeRow:
+    """The columns of an active row that completing it needs (and events show)."""
+
+    id: str
+    queue: str
+    type: str
+    state: str
+    lease_id: str | None
+    retried: int
+    last_error: str
+    retention: float | None
+    has_dependents: bool
+    concurrency_key: str | None
+    finished_at: datetime | None = None
+
+
+# The columns a lease returns, in order (the broker's ``LeasedTask``).
+LEASED_FIELDS = (
+    "id",
+    "queue",
+    "type",
+    "state",
+    "priority",
+    "payload",
+    "content_type",
+    "metadata",
+    "max_retry",
+    "retried",
+    "last_error",
+    "due_at",
+    "enqueued_at",
+    "expires_at",
+    "deadline",
+    "timeout",
+    "retention",
+    "group",
+    "concurrency_key",
+    "unique_key",
+    "has_dependents",
+    "cancel_requested",
+    "lease_id",
+    "lease_expires_at",
+    "lease_holder",
+    "started_at",
+    "progress",
+    "progress_message",
+)
+
+# id -> (lease id, result): what a completion asks for.
+Wanted = dict[str, tuple[str | None, bytes | None]]
+
+_COLUMNS: list[tuple[str, str]] = []  # (column, attname)
+
+
+def task_columns() -> list[tuple[str, str]]:
+    """Every concrete column of the task table with its attribute name, in field order."""
+    if not _COLUMNS:
+        _COLUMNS.extend((f.column, f.attname) for f in Task._meta.concrete_fields)
+    return _COLUMNS
+
+
+def cell(value: Any, attname: str) -> Any:
+    """A task attribute as a statement's parameter (metadata as JSON text, bytes as bytes)."""
+    if attname == "metadata":
+        return json.dumps(value or {})
+    if isinstance(value, memoryview):
+        return bytes(value)
+    return value
+
+
+class Store(Protocol):
+    """What the broker asks of a database (conveyor/store/postgres.py, sqlite.py)."""
+
+    vendor: ClassVar[str]
+    # A lone INSERT is atomic by itself: it needs no transaction around it.
+    one_insert_in_autocommit: ClassVar[bool]
+    # Nodes lend idle credit (conveyor_offer rows) that an INSERT can take.
+    has_offers: ClassVar[bool]
+
+    def insert_tasks(self, tasks: Sequence[Task]) -> None:
+        """INSERT new task rows (in the caller's transaction, if any)."""
+
+    def insert_one(self, params: dict[str, Any], *, take_offer: bool) -> tuple[Any, ...] | None:
+        """INSERT one task in autocommit, durably; with *take_offer*, taking
+        an offer of its queue (``insert_one_taking_offer``'s row), else None."""
+
+    def lease(self, params: dict[str, Any], policy: str) -> list[tuple[Any, ...]] | None:
+        """The one-statement lease (``lease`` in queries.sql); None: this store has none."""
+
+    def select_due(self, due: Any, n: int, order: Sequence[str], index: str) -> list[Task]:
+        """Lock and return up to *n* rows of the queryset *due* in *order*."""
+
+    def mark_leased(self, leases: dict[str, str], expires: datetime, holder: str, now: datetime) -> None:
+        """Move claimed rows to active, each under its own lease id."""
+
+    def lock_group(self, namespace: int, key: int) -> None:
+        """Serialize leasers of one group for the rest of the transaction."""
+
+    def complete_many(self, wanted: Wanted, now: datetime, retention: float) -> list[OutcomeRow]:
+        """Complete the rows still active under their own lease; return the winners."""
+
+    def purge(self, now: datetime, cutoff: datetime, limit: int) -> int:
+        """Delete purgeable finished rows no unresolved edge points at; return how many."""

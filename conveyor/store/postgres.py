@@ -1,0 +1,276 @@
+"""The PostgreSQL store: the hot path's statements as SQL, through psycopg's public API.
+
+Statements come by name from queries.sql (conveyor/store/sql.py). The sync
+methods run on Django's connection of the store's alias (same transaction
+as the ORM's, Django's errors); the ``a``-prefixed twins run on a psycopg
+``AsyncConnection`` of a node's own, in autocommit (conveyor/dispatch/
+loop_lease.py), whose sessions plan with sequential scans off: there the
+lease and the completion find their rows by primary key (the ``by_key``
+fragments). Statements whose parameter types never vary run as server-side
+prepared statements (psycopg's ``prepare=True``): Django binds parameters
+on the client, so PostgreSQL would plan each afresh, and planning the
+lease costs twice its execution. ``PREPARED_STATEMENTS = False`` turns this
+off, e.g. behind a pooler that cannot carry prepared statements.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from django.db import connections, models
+
+from conveyor.conf import conveyor_settings
+from conveyor.models import Task
+from conveyor.store import sql
+from conveyor.store.base import LEASED_FIELDS, OUTCOME_COLUMNS, OutcomeRow, Wanted, cell, task_columns
+
+# psycopg prepares a statement only when a connection allows it; Django's
+# connections don't. Allow it, but never automatically: only the statements
+# run here ask for it.
+NEVER_AUTOMATICALLY = 2**31 - 1
+# Up to this many rows an INSERT's VALUES list; above, a COPY (15 ms for
+# 1,000 tasks, against far more for one placeholder per value).
+FEW = 10
+# The columns an offer decides in insert_one_taking_offer; the rest are the task's.
+_FROM_THE_OFFER = {
+    "state": "COALESCE((SELECT 'active'::varchar FROM o), %(state)s)",
+    "lease_id": "(SELECT lease_id FROM o)",
+    "lease_expires_at": "(SELECT %(lease_expires_at)s::timestamptz FROM o)",
+    "lease_holder": "COALESCE((SELECT holder FROM o), %(lease_holder)s)",
+    "started_at": "(SELECT %(started_at)s::timestamptz FROM o)",
+}
+
+
+def _placeholder(attname: str) -> str:
+    return f"%({attname})s::jsonb" if attname == "metadata" else f"%({attname})s"
+
+
+def _columns() -> dict[str, str]:
+    """The statements' generated parts: column lists and the INSERTs' values."""
+    columns = task_columns()
+    leased = [Task._meta.get_field(name).column for name in LEASED_FIELDS]
+    return {
+        "columns": ", ".join(f'"{column}"' for column, _ in columns),
+        "values": ", ".join(_placeholder(attname) for _, attname in columns),
+        "offer_values": ", ".join(_FROM_THE_OFFER.get(attname) or _placeholder(attname) for _, attname in columns),
+        "leased_t": ", ".join(f't."{c}"' for c in leased),
+        "leased_l": ", ".join(f'leased."{c}"' for c in leased),
+        "outcome_t": ", ".join(f"t.{c}" for c in OUTCOME_COLUMNS),
+    }
+
+
+def lease_sql(policy: str, *, by_key: bool, async_commit: bool) -> str:
+    """The one-statement lease for *policy*'s order (fifo or lifo)."""
+    parts = _columns()
+    return sql.statement(
+        "lease",
+        order=sql.fragment(f"order_{policy}"),
+        claim=sql.fragment("claim_by_key" if by_key else "claim_join"),
+        no_flush_wait=sql.fragment("no_flush_wait") if async_commit else "",
+        no_flush_wait_join=sql.fragment("no_flush_wait_join") if async_commit else "",
+        leased_t=parts["leased_t"],
+        leased_l=parts["leased_l"],
+    )
+
+
+def complete_sql(*, by_key: bool) -> str:
+    return sql.statement(
+        "complete_many",
+        complete_match=sql.fragment("complete_match_by_key" if by_key else "complete_match_plain"),
+        outcome_t=_columns()["outcome_t"],
+    )
+
+
+def insert_sql(*, take_offer: bool) -> str:
+    parts = _columns()
+    if take_offer:
+        return sql.statement("insert_one_taking_offer", columns=parts["columns"], offer_values=parts["offer_values"])
+    return sql.statement("insert_one", columns=parts["columns"], values=parts["values"])
+
+
+def complete_params(wanted: Wanted, now: datetime, retention: float) -> dict[str, Any]:
+    # Ids sorted, so that two completions planned alike lock rows in one order.
+    ids = sorted(wanted)
+    return {
+        "now": now,
+        "retention": retention,
+        "ids": ids,
+        "leases": [wanted[i][0] for i in ids],
+        "results": [wanted[i][1] for i in ids],
+    }
+
+
+def outcome_rows(rows: Sequence[tuple[Any, ...]], now: datetime) -> list[OutcomeRow]:
+    won = [OutcomeRow(*values) for values in rows]
+    for row in won:
+        row.state, row.finished_at = "completed", now
+    return won
+
+
+class PostgresStore:
+    vendor = "postgresql"
+    one_insert_in_autocommit = True
+    has_offers = True
+
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
+
+    # -- running statements ------------------------------------------------------
+
+    def run(
+        self, query: str, params: Sequence[Any] | dict[str, Any], *, fetch: bool = True, prepare: bool = True
+    ) -> list[tuple[Any, ...]]:
+        """Execute one statement on Django's connection, prepared if *prepare*
+        (and ``PREPARED_STATEMENTS``); its rows if *fetch*.
+
+        Errors are Django's (``wrap_database_errors`` also marks a broken
+        connection for replacement). A prepared statement that fails outside
+        a transaction closes the connection, so the next call starts a
+        session with no prepared statement a schema change may have
+        invalidated ("cached plan must not change result type").
+        """
+        connection = connections[self.alias]
+        if not (prepare and conveyor_settings.PREPARED_STATEMENTS):
+            with connection.cursor() as cursor:
+                cursor.execute(query, params)
+                return cursor.fetchall() if fetch else []
+        connection.ensure_connection()
+        raw = connection.connection
+        if raw.prepare_threshold is None:
+            raw.prepare_threshold = NEVER_AUTOMATICALLY
+        try:
+            # A server-side binding cursor: Django's connections make
+            # client-side binding ones, which cannot prepare.
+            with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
+                cursor.execute(query, params, prepare=True)
+                return cursor.fetchall() if fetch else []
+        except Exception:
+            if not connection.in_atomic_block:
+                # Its psycopg connection first, so that a pool (Django's
+                # ``pool`` option) cannot take it back with its statements.
+                raw.close()
+                connection.close()
+            raise
+
+    @staticmethod
+    async def arun(conn: psycopg.AsyncConnection[Any], query: str, params: Any, *, fetch: bool = True) -> list[Any]:
+        """``run`` on a node's own ``AsyncConnection`` (autocommit)."""
+        cursor = await conn.execute(query, params, prepare=conveyor_settings.PREPARED_STATEMENTS)
+        return await cursor.fetchall() if fetch else []
+
+    # -- enqueue ---------------------------------------------------------------------
+
+    def insert_tasks(self, tasks: Sequence[Task]) -> None:
+        if len(tasks) <= FEW:
+            columns = task_columns()
+            params = [cell(getattr(t, attname), attname) for t in tasks for _, attname in columns]
+            # Prepared for one task, the latency path; a few rows of mixed
+            # optional fields would make a statement per size and pattern of None.
+            self.run(_values_sql(len(tasks)), params, fetch=False, prepare=len(tasks) == 1)
+            return
+        self._copy(tasks)
+
+    def _copy(self, tasks: Sequence[Task]) -> None:
+        # COPY joins the caller's transaction like any statement; it checks
+        # constraints as an INSERT does (a duplicate id still raises IntegrityError).
+        connection = connections[self.alias]
+        connection.ensure_connection()
+        statement = f"COPY conveyor_task ({_columns()['columns']}) FROM STDIN"
+        values, metadata, binary = _copy_row()
+        with connection.wrap_database_errors, connection.connection.cursor() as cursor, cursor.copy(statement) as copy:
+            for task in tasks:
+                row = list(values(task))  # what ``cell`` makes of each value, done where it changes one
+                row[metadata] = json.dumps(row[metadata]) if row[metadata] else "{}"
+                for i in binary:
+                    if isinstance(row[i], memoryview):
+                        row[i] = bytes(row[i])
+                copy.write_row(row)
+
+    def insert_one(self, params: dict[str, Any], *, take_offer: bool) -> tuple[Any, ...] | None:
+        rows = self.run(insert_sql(take_offer=take_offer), params, fetch=take_offer)
+        return rows[0] if take_offer else None
+
+    async def ainsert_one(
+        self, conn: psycopg.AsyncConnection[Any], params: dict[str, Any], *, take_offer: bool
+    ) -> tuple[Any, ...] | None:
+        rows = await self.arun(conn, insert_sql(take_offer=take_offer), params, fetch=take_offer)
+        return rows[0] if take_offer else None
+
+    async def alease_of(self, conn: psycopg.AsyncConnection[Any], task_id: str) -> tuple[Any, ...] | None:
+        rows = await self.arun(conn, sql.statement("lease_of"), {"id": task_id})
+        return rows[0] if rows else None
+
+    # -- lease -------------------------------------------------------------------------
+
+    def lease(self, params: dict[str, Any], policy: str) -> list[tuple[Any, ...]] | None:
+        return self.run(lease_sql(policy, by_key=False, async_commit=False), params)
+
+    async def alease(self, conn: psycopg.AsyncConnection[Any], params: dict[str, Any], policy: str) -> list[Any]:
+        # Run on its own (autocommit), so it may commit without the flush.
+        query = lease_sql(policy, by_key=True, async_commit=conveyor_settings.LEASE_ASYNC_COMMIT)
+        return await self.arun(conn, query, params)
+
+    def select_due(self, due: Any, n: int, order: Sequence[str], index: str) -> list[Task]:
+        # skip_locked: rows another leaser holds are skipped, not waited for,
+        # so concurrent leasers on any node never claim (or block on) one row.
+        return list(due.order_by(*order)[:n].select_for_update(skip_locked=True))
+
+    def mark_leased(self, leases: dict[str, str], expires: datetime, holder: str, now: datetime) -> None:
+        ids = sorted(leases)
+        params = {"expires": expires, "holder": holder, "now": now, "ids": ids, "leases": [leases[i] for i in ids]}
+        self.run(sql.statement("mark_leased"), params, fetch=False, prepare=False)
+
+    def lock_group(self, namespace: int, key: int) -> None:
+        self.run(sql.statement("lock_group"), {"namespace": namespace, "key": key}, prepare=False)
+
+    # -- outcomes ------------------------------------------------------------------------
+
+    def complete_many(self, wanted: Wanted, now: datetime, retention: float) -> list[OutcomeRow]:
+        # One UPDATE ... RETURNING, atomic by itself: no explicit transaction.
+        return outcome_rows(self.run(complete_sql(by_key=False), complete_params(wanted, now, retention)), now)
+
+    async def acomplete_many(
+        self, conn: psycopg.AsyncConnection[Any], wanted: Wanted, now: datetime, retention: float
+    ) -> list[OutcomeRow]:
+        rows = await self.arun(conn, complete_sql(by_key=True), complete_params(wanted, now, retention))
+        return outcome_rows(rows, now)
+
+    # -- sweeps ----------------------------------------------------------------------------
+
+    def purge(self, now: datetime, cutoff: datetime, limit: int) -> int:
+        connection = connections[self.alias]
+        with connection.cursor() as cursor:
+            cursor.execute(sql.statement("purge"), {"now": now, "cutoff": cutoff, "limit": limit})
+            return cursor.rowcount
+
+
+_VALUES_SQL: dict[int, str] = {}
+
+
+def _values_sql(rows: int) -> str:
+    """A VALUES-list INSERT of *rows* tasks (generated: one placeholder per column and row)."""
+    query = _VALUES_SQL.get(rows)
+    if query is None:
+        row = "(" + ", ".join("%s::jsonb" if attname == "metadata" else "%s" for _, attname in task_columns()) + ")"
+        query = _VALUES_SQL[rows] = (
+            f"INSERT INTO conveyor_task ({_columns()['columns']}) VALUES {', '.join([row] * rows)}"
+        )
+    return query
+
+
+_COPY_ROW: list[tuple[Callable[[Task], tuple[Any, ...]], int, list[int]]] = []
+
+
+def _copy_row() -> tuple[Callable[[Task], tuple[Any, ...]], int, list[int]]:
+    """A task's values in ``task_columns()`` order (one C call), the position
+    of its metadata, and those of its binary fields."""
+    if not _COPY_ROW:
+        attnames = [attname for _, attname in task_columns()]
+        binary = [i for i, f in enumerate(Task._meta.concrete_fields) if isinstance(f, models.BinaryField)]
+        _COPY_ROW.append((operator.attrgetter(*attnames), attnames.index("metadata"), binary))
+    return _COPY_ROW[0]

@@ -1,0 +1,172 @@
+"""The SQLite store: the embedded database, through the ORM.
+
+SQLite has no row locks: the broker's write transaction itself serializes
+writers (``IMMEDIATE``, WAL). It has no one-statement lease and no offers:
+every lease takes the broker's locked path, and a task is woken for.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connections, transaction
+
+from conveyor.models import Task, TaskDependency
+from conveyor.states import State
+from conveyor.store.base import OUTCOME_COLUMNS, OutcomeRow, Wanted
+
+PURGE_CHUNK = 500  # ids per DELETE (SQLite's default limit is 32,766 parameters)
+
+
+class SqliteStore:
+    vendor = "sqlite"
+    one_insert_in_autocommit = False
+    has_offers = False
+
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
+        self._insert: tuple[str, list[tuple[str, Any]]] | None = None
+
+    @property
+    def tasks(self) -> Any:
+        return Task.objects.db_manager(self.alias)
+
+    # -- enqueue ---------------------------------------------------------------------
+
+    def insert_tasks(self, tasks: Sequence[Task]) -> None:
+        # The ORM compiles an INSERT (and adapts every value generically) on
+        # each call; the statement and one adapter per column are built once.
+        connection = connections[self.alias]
+        if self._insert is None:
+            qn = connection.ops.quote_name
+            fields = Task._meta.concrete_fields
+            sql = (
+                f"INSERT INTO {qn(Task._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
+                f"VALUES ({', '.join(['%s'] * len(fields))})"
+            )
+            self._insert = (sql, [(f.attname, _adapter(f, connection)) for f in fields])
+        sql, adapters = self._insert
+        rows = [[adapt(getattr(t, attname)) for attname, adapt in adapters] for t in tasks]
+        with connection.cursor() as cursor:
+            cursor.executemany(sql, rows)
+
+    def insert_one(self, params: dict[str, Any], *, take_offer: bool) -> tuple[Any, ...] | None:
+        raise NotImplementedError("SQLite has no offers; a task is inserted by insert_tasks")
+
+    # -- lease -------------------------------------------------------------------------
+
+    def lease(self, params: dict[str, Any], policy: str) -> list[tuple[Any, ...]] | None:
+        return None  # no one-statement lease: the broker's locked path
+
+    def select_due(self, due: Any, n: int, order: Sequence[str], index: str) -> list[Task]:
+        # SQLite's planner, seeing "due_at <= now", may prefer the (queue,
+        # due_at) index and then sort every due row on each lease. Name the
+        # partial index whose order is the policy's: a lease then reads about
+        # as many rows as it claims. (The state filter is a literal, see lookups.)
+        ordered = due.order_by(*order)[:n]
+        sql, params = ordered.query.sql_with_params()
+        table = f'FROM "{Task._meta.db_table}"'
+        if table not in sql:
+            return list(ordered)
+        sql = sql.replace(table, f'{table} INDEXED BY "{index}"', 1)
+        return list(self.tasks.raw(sql, params))
+
+    def mark_leased(self, leases: dict[str, str], expires: datetime, holder: str, now: datetime) -> None:
+        # One UPDATE with a CASE over the ids (building it from ORM ``When``
+        # objects costs more than the statement).
+        conn = connections[self.alias]
+        qn, adapt = conn.ops.quote_name, conn.ops.adapt_datetimefield_value
+        whens = " ".join(["WHEN %s THEN %s"] * len(leases))
+        sql = (
+            f"UPDATE {qn(Task._meta.db_table)} SET {qn('state')} = %s, "
+            f"{qn('lease_id')} = CASE {qn('id')} {whens} END, "
+            f"{qn('lease_expires_at')} = %s, {qn('lease_holder')} = %s, {qn('started_at')} = %s, "
+            f"{qn('updated_at')} = %s, {qn('progress')} = 0, {qn('progress_message')} = '' "
+            f"WHERE {qn('id')} IN ({', '.join(['%s'] * len(leases))})"
+        )
+        params = [State.ACTIVE.value, *(v for pair in leases.items() for v in pair)]
+        params += [adapt(expires), holder, adapt(now), adapt(now), *leases]
+        with conn.cursor() as cursor:
+            cursor.execute(sql, params)
+
+    def lock_group(self, namespace: int, key: int) -> None:
+        pass  # the write transaction serializes leasers already
+
+    # -- outcomes ------------------------------------------------------------------------
+
+    def complete_many(self, wanted: Wanted, now: datetime, retention: float) -> list[OutcomeRow]:
+        # Lock the rows and match each task to its own lease. Matching by
+        # "id IN (...) AND lease_id IN (...)" would let one item's lease
+        # vouch for another. Plain rows, not model instances: this runs for
+        # every batch of results.
+        with transaction.atomic(using=self.alias):
+            won = [
+                OutcomeRow(*values)
+                for values in self.tasks.select_for_update()
+                .filter(id__in=list(wanted), state__is=State.ACTIVE)
+                .order_by("id")
+                .values_list(*OUTCOME_COLUMNS)
+                if values[4] == wanted[values[0]][0]
+            ]
+            by_retention: dict[float, list[str]] = defaultdict(list)
+            for row in won:
+                keep = retention if row.retention is None else row.retention
+                result = wanted[row.id][1]
+                if result is None:
+                    by_retention[keep].append(row.id)
+                else:
+                    self._complete(self.tasks.filter(id=row.id), now, keep, result=result)
+                row.state, row.finished_at = State.COMPLETED, now
+            for keep, ids in by_retention.items():
+                self._complete(self.tasks.filter(id__in=ids), now, keep)
+        return won
+
+    @staticmethod
+    def _complete(scope: Any, now: datetime, retention: float, **extra: Any) -> int:
+        return scope.filter(state=State.ACTIVE).update(
+            state=State.COMPLETED,
+            finished_at=now,
+            updated_at=now,
+            purge_at=now + timedelta(seconds=retention),
+            lease_expires_at=None,
+            progress=100,
+            **extra,
+        )
+
+    # -- sweeps ----------------------------------------------------------------------------
+
+    def purge(self, now: datetime, cutoff: datetime, limit: int) -> int:
+        from django.db.models import Q
+
+        needed = TaskDependency.objects.using(self.alias).filter(resolution=TaskDependency.UNRESOLVED)
+        expired = Q(state__is=State.COMPLETED, purge_at__lte=now) | Q(
+            state__among=[State.ARCHIVED, State.CANCELED], finished_at__lte=cutoff
+        )
+        doomed = self.tasks.filter(expired).exclude(id__in=needed.values("depends_on_id"))
+        ids = list(doomed.values_list("id", flat=True)[:limit])
+        table, edges = Task._meta.db_table, TaskDependency._meta.db_table
+        with connections[self.alias].cursor() as cursor:
+            for start in range(0, len(ids), PURGE_CHUNK):
+                chunk = ids[start : start + PURGE_CHUNK]
+                marks = ", ".join(["%s"] * len(chunk))
+                # Plain DELETEs: the ORM's cascading delete would first load
+                # every row (payloads included). Edges are the only rows that
+                # point at a task.
+                cursor.execute(f'DELETE FROM "{edges}" WHERE task_id IN ({marks})', chunk)
+                cursor.execute(f'DELETE FROM "{table}" WHERE id IN ({marks})', chunk)
+        return len(ids)
+
+
+def _adapter(field: Any, connection: Any) -> Any:
+    kind = field.get_internal_type()
+    if kind == "DateTimeField":
+        return connection.ops.adapt_datetimefield_value
+    if kind == "JSONField":
+        return lambda value: json.dumps(value)
+    if kind == "BinaryField":
+        return lambda value: None if value is None else bytes(value)
+    return lambda value: value
