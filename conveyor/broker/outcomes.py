@@ -7,10 +7,9 @@ wrong lease changes nothing and raises (or reports) *lease lost*.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-
-from django.db.models import Case, Value, When
 
 from conveyor.backoff import RetryPolicy, backoff_delay
 from conveyor.broker.base import BrokerBase, Then, run_now
@@ -42,7 +41,7 @@ class OutcomeOps(BrokerBase):
     # -- reading the lease ---------------------------------------------------
 
     def _leased_row(self, task_id: str, lease_id: str) -> Task:
-        row = self.tasks.select_for_update().filter(id=task_id, state=State.ACTIVE, lease_id=lease_id).first()
+        row = self.store.lock_leased(task_id, lease_id)
         if row is None:
             raise LeaseLost(task_id, lease_id)
         return row
@@ -50,7 +49,7 @@ class OutcomeOps(BrokerBase):
     def _finish(self, row: Task, state: State, now: datetime, kind: str, fields: list[str]) -> None:
         """Save a terminal transition; resolve dependents after commit."""
         row.state, row.finished_at, row.updated_at, row.lease_expires_at = state, now, now, None
-        row.save(update_fields=[*fields, "state", "finished_at", "updated_at", "lease_expires_at"])
+        self.store.finish(row, fields)
         if row.has_dependents:
             self.resolve_after_commit([row.id])
         if row.concurrency_key:
@@ -60,17 +59,12 @@ class OutcomeOps(BrokerBase):
     # -- ack -----------------------------------------------------------------
 
     def ack(self, task_id: str, lease_id: str, result: bytes | None = None) -> Task:
-        """Complete a leased task, storing an optional result."""
-        now = self.now()
-        with self.atomic():
-            row = self._leased_row(task_id, lease_id)
-            row.result = result
-            row.purge_at = now + timedelta(seconds=_retention(row.retention))
-            row.progress = 100
-            self._finish(row, State.COMPLETED, now, "completed", ["result", "purge_at", "progress"])
-        return row
+        """Complete a leased task, storing an optional result (``ack_many`` of one)."""
+        if self.ack_many([(LeaseRef(task_id, lease_id), result)]):
+            raise LeaseLost(task_id, lease_id)
+        return self.tasks.get(id=task_id)
 
-    def ack_many(self, items: Sequence[tuple[Task, bytes | None]]) -> list[str]:
+    def ack_many(self, items: Sequence[tuple[Any, bytes | None]]) -> list[str]:
         """Complete many leased tasks in one transaction; return the ids whose lease was lost.
 
         *items* are the leased rows as the caller holds them (their id and
@@ -129,7 +123,7 @@ class OutcomeOps(BrokerBase):
         row.retried += 1
         row.last_error = clip_error(error)
         row.lease_expires_at = None
-        row.save(update_fields=["state", "due_at", "updated_at", "retried", "last_error", "lease_expires_at"])
+        self.store.retry(row)
         self.wake_after_commit([row.queue], None if retry_at <= now else retry_at)
         self.emit("retried", [row], now)
 
@@ -186,24 +180,11 @@ class OutcomeOps(BrokerBase):
         if not refs:
             return []
         now = self.now()
-        wanted = dict(refs)
         with self.atomic():
-            rows = [
-                r
-                for r in self.tasks.select_for_update().filter(id__in=list(wanted), state=State.ACTIVE)
-                if r.lease_id == wanted[r.id]
-            ]
+            rows = self.store.lock_active(dict(refs))
             back = [r for r in rows if not r.cancel_requested]
             if back:
-                # A released attempt did not count: it leaves no trace of a run.
-                self.tasks.filter(id__in=[r.id for r in back]).update(
-                    state=State.PENDING,
-                    due_at=now,
-                    updated_at=now,
-                    lease_expires_at=None,
-                    lease_holder="",
-                    started_at=None,
-                )
+                self.store.release([r.id for r in back], now)
                 for r in back:
                     r.state, r.due_at = State.PENDING, now
                 self.wake_after_commit({r.queue for r in back})
@@ -229,14 +210,7 @@ class OutcomeOps(BrokerBase):
         expires = self.now() + timedelta(seconds=conveyor_settings.LEASE_TTL)
         if not refs:
             return expires, []
-        wanted = dict(refs)
-        # Each task must match its own lease (CASE), not any lease of the call.
-        own_lease = Case(*[When(id=tid, then=Value(lid)) for tid, lid in wanted.items()])
-        scope = self.tasks.filter(id__in=list(wanted), state=State.ACTIVE)
-        updated = scope.filter(lease_id=own_lease).update(lease_expires_at=expires)
-        if updated == len(refs):
-            return expires, []
-        alive = {tid for tid, lid in scope.values_list("id", "lease_id") if wanted[tid] == lid}
+        alive = self.store.extend(dict(refs), expires)
         return expires, [tid for tid, _ in refs if tid not in alive]
 
     def set_progress(self, task_id: str, lease_id: str, percent: float, message: str = "") -> None:
@@ -244,10 +218,7 @@ class OutcomeOps(BrokerBase):
         if isinstance(percent, bool) or not isinstance(percent, (int, float)) or percent != percent:
             raise InvalidArgument("percent", "must be a number")
         value = int(max(0, min(100, percent)))
-        updated = self.tasks.filter(id=task_id, lease_id=lease_id, state=State.ACTIVE).update(
-            progress=value, progress_message=(message or "")[:500]
-        )
-        if not updated:
+        if not self.store.set_progress(task_id, lease_id, value, (message or "")[:500]):
             raise LeaseLost(task_id, lease_id)
 
 
@@ -255,11 +226,17 @@ def _canceled_error(error: str) -> str:
     return clip_error(f"{CANCELED_WHILE_RUNNING}: {error}" if error else CANCELED_WHILE_RUNNING)
 
 
-def _retention(value: float | None) -> float:
-    return conveyor_settings.COMPLETED_RETENTION if value is None else value
+@dataclass(slots=True)
+class LeaseRef:
+    """A task as an outcome names it (its id and lease id); ``ack_many`` marks it as it marks a task."""
+
+    id: str
+    lease_id: str
+    state: str = State.ACTIVE
+    finished_at: datetime | None = None
 
 
-def _wanted(items: Sequence[tuple[Task, bytes | None]]) -> dict[str, tuple[str | None, bytes | None]]:
+def _wanted(items: Sequence[tuple[Any, bytes | None]]) -> dict[str, tuple[str | None, bytes | None]]:
     """id -> (lease id, result); a task given twice keeps its first result."""
     wanted: dict[str, tuple[str | None, bytes | None]] = {}
     for task, result in items:

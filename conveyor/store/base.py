@@ -136,5 +136,26 @@ class Store(Protocol):
     def complete_many(self, wanted: Wanted, now: datetime, retention: float) -> list[OutcomeRow]:
         """Complete the rows still active under their own lease; return the winners."""
 
+    def lock_leased(self, task_id: str, lease_id: str) -> Task | None:
+        """The active row under this lease, locked; None if the lease is lost."""
+
+    def lock_active(self, wanted: dict[str, str]) -> list[Task]:
+        """The rows of *wanted* (id -> lease id) still active under their own lease, locked."""
+
+    def finish(self, row: Task, fields: Sequence[str]) -> None:
+        """Write the terminal transition set on *row* (archived, canceled)."""
+
+    def retry(self, row: Task) -> None:
+        """Write the retry set on *row* (state, due time, attempts, error)."""
+
+    def release(self, ids: Sequence[str], now: datetime) -> None:
+        """Give leased rows back: pending, due now, no attempt spent."""
+
+    def extend(self, wanted: dict[str, str], expires: datetime) -> set[str]:
+        """Push the leases of *wanted* to *expires*; the ids still leased."""
+
+    def set_progress(self, task_id: str, lease_id: str, percent: int, message: str) -> bool:
+        """Record a leased task's progress; whether the lease still held."""
+
     def purge(self, now: datetime, cutoff: datetime, limit: int) -> int:
         """Delete purgeable finished rows no unresolved edge points at; return how many."""

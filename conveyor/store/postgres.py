@@ -28,6 +28,7 @@ from conveyor.conf import conveyor_settings
 from conveyor.models import Task
 from conveyor.store import sql
 from conveyor.store.base import LEASED_FIELDS, OUTCOME_COLUMNS, OutcomeRow, Wanted, cell, task_columns
+from conveyor.store.orm import OrmTransitions
 
 # psycopg prepares a statement only when a connection allows it; Django's
 # connections don't. Allow it, but never automatically: only the statements
@@ -112,7 +113,7 @@ def outcome_rows(rows: Sequence[tuple[Any, ...]], now: datetime) -> list[Outcome
     return won
 
 
-class PostgresStore:
+class PostgresStore(OrmTransitions):
     vendor = "postgresql"
     one_insert_in_autocommit = True
     has_offers = True

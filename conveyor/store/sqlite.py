@@ -18,11 +18,12 @@ from django.db import connections, transaction
 from conveyor.models import Task, TaskDependency
 from conveyor.states import State
 from conveyor.store.base import OUTCOME_COLUMNS, OutcomeRow, Wanted
+from conveyor.store.orm import OrmTransitions
 
 PURGE_CHUNK = 500  # ids per DELETE (SQLite's default limit is 32,766 parameters)
 
 
-class SqliteStore:
+class SqliteStore(OrmTransitions):
     vendor = "sqlite"
     one_insert_in_autocommit = False
     has_offers = False
@@ -30,10 +31,6 @@ class SqliteStore:
     def __init__(self, alias: str) -> None:
         self.alias = alias
         self._insert: tuple[str, list[tuple[str, Any]]] | None = None
-
-    @property
-    def tasks(self) -> Any:
-        return Task.objects.db_manager(self.alias)
 
     # -- enqueue ---------------------------------------------------------------------
 
