@@ -17,12 +17,20 @@ from pathlib import Path
 _HEADER = re.compile(r"^-- (name|fragment): (\w+)\s*$")
 
 
+QUERIES = Path(__file__).with_name("queries.sql")
+
+
 @functools.cache
 def _sections() -> tuple[dict[str, str], dict[str, str]]:
+    return load(QUERIES)
+
+
+def load(path: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """The statements and fragments of the file at *path*, by name."""
     statements: dict[str, list[str]] = {}
     fragments: dict[str, list[str]] = {}
     current: list[str] | None = None
-    for line in (Path(__file__).with_name("queries.sql")).read_text().splitlines():
+    for line in path.read_text().splitlines():
         header = _HEADER.match(line)
         if header:
             kind, name = header.groups()
