@@ -167,14 +167,17 @@ class PostgresStore(OrmTransitions):
     # -- enqueue ---------------------------------------------------------------------
 
     def insert_tasks(self, tasks: Sequence[Task]) -> None:
-        if len(tasks) <= FEW:
-            columns = task_columns()
+        columns = task_columns()
+        if len(tasks) == 1:  # the statement every one-task enqueue runs
+            (task,) = tasks
+            self.insert_one({attname: cell(getattr(task, attname), attname) for _, attname in columns}, take_offer=False)
+        elif len(tasks) <= FEW:
             params = [cell(getattr(t, attname), attname) for t in tasks for _, attname in columns]
-            # Prepared for one task, the latency path; a few rows of mixed
-            # optional fields would make a statement per size and pattern of None.
-            self.run(_values_sql(len(tasks)), params, fetch=False, prepare=len(tasks) == 1)
-            return
-        self._copy(tasks)
+            # Not prepared: a few rows of mixed optional fields would make a
+            # statement per size and pattern of None.
+            self.run(_values_sql(len(tasks)), params, fetch=False, prepare=False)
+        else:
+            self._copy(tasks)
 
     def _copy(self, tasks: Sequence[Task]) -> None:
         # COPY joins the caller's transaction like any statement; it checks
