@@ -170,7 +170,9 @@ class PostgresStore(OrmTransitions):
         columns = task_columns()
         if len(tasks) == 1:  # the statement every one-task enqueue runs
             (task,) = tasks
-            self.insert_one({attname: cell(getattr(task, attname), attname) for _, attname in columns}, take_offer=False)
+            self.insert_one(
+                {attname: cell(getattr(task, attname), attname) for _, attname in columns}, take_offer=False
+            )
         elif len(tasks) <= FEW:
             params = [cell(getattr(t, attname), attname) for t in tasks for _, attname in columns]
             # Not prepared: a few rows of mixed optional fields would make a
