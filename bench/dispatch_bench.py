@@ -63,6 +63,8 @@ class Node:
             **os.environ,
             "DATABASE_URL": url,
             "DJANGO_SETTINGS_MODULE": "conveyor_site.settings",
+            # A production node refuses the default key.
+            "DJANGO_SECRET_KEY": "bench-only-secret-key:0123456789-abcdefghijklmnopqrstuvwxyz-ABCDEFGH",
             "PYTHONUNBUFFERED": "1",
         }
         argv = [sys.executable, "manage.py", "conveyord", "--port", "0"]

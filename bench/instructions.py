@@ -104,6 +104,8 @@ def node(checkouts: list[Path]) -> None:
             "DATABASE_URL": fresh_database("postgres", "conveyor_instructions"),
             "REDIS_URL": REDIS_URL,
             "DJANGO_SETTINGS_MODULE": "conveyor_site.settings",
+            # A production node refuses the default key.
+            "DJANGO_SECRET_KEY": "bench-only-secret-key:0123456789-abcdefghijklmnopqrstuvwxyz-ABCDEFGH",
             "CONVEYOR_ALLOW_UNAUTHENTICATED": "1",
             "CONVEYOR_CHANNEL_PREFIX": f"bench{uuid.uuid4().hex[:6]}",
             "CONVEYOR_LOG_LEVEL": "WARNING",

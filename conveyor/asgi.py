@@ -24,7 +24,9 @@ def build_application() -> Any:
     from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
     from conveyor.api.fastpath import EnqueueFastPath
+    from conveyor.conf import conveyor_settings
     from conveyor.connect import mount
+    from conveyor.logs import AccessLog
     from conveyor.mount import prefix
     from conveyor.routing import conveyor_websockets
 
@@ -35,6 +37,8 @@ def build_application() -> Any:
     http = EnqueueFastPath(http, prefix=prefix())
     # The conveyor.v1 Connect services (/<prefix>conveyor.v1.*), on Connect's runtime.
     http = mount(http, prefix=prefix())
+    if conveyor_settings.ACCESS_LOG:
+        http = AccessLog(http)
     return ProtocolTypeRouter({"http": http, "websocket": conveyor_websockets()})
 
 

@@ -52,6 +52,8 @@ SPEC: dict[str, tuple[Any, str]] = {
     # Publish lifecycle events to /ws/events and SSE subscribers (metrics and
     # history count them either way)
     "EVENTS": (True, "bool"),
+    # One conveyor.access INFO record per HTTP request the node serves
+    "ACCESS_LOG": (False, "bool"),
     # API and security
     "API_TOKENS": ([], "list"),
     "READ_ONLY": (False, "bool"),

@@ -1,8 +1,13 @@
 """Prometheus metrics of a node, served at ``/metrics``.
 
-Counters follow lifecycle events (counted per batch, not per call), so the
-hot path pays one dict update per event. Pending counts per queue are read
-from the database when Prometheus scrapes.
+Two kinds. The node's own: counters that follow the lifecycle events this
+node saw (counted per batch, not per call, so the hot path pays one dict
+update per event), its latency histograms, sessions and in-flight tasks,
+and the process's CPU, memory, file descriptors and garbage collector.
+The cluster's: tasks per queue and state, the due backlog and the age of
+its oldest task, read from the database when Prometheus scrapes, so they
+count every task whoever enqueued it (a web process, the CLI, another
+node). No ``*_created`` series are exposed.
 """
 
 from __future__ import annotations
@@ -12,8 +17,19 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -116,26 +132,65 @@ def observe_dispatch(queue: str, waits: Iterable[float]) -> None:
         histogram.observe(max(0.0, wait))
 
 
-class PendingCollector:
-    """Due pending + retry tasks per queue, read at scrape time."""
+class QueueCollector(Collector):
+    """The cluster's queues as the database has them, read at scrape time."""
 
-    def collect(self) -> Iterable[GaugeMetricFamily]:
+    def collect(self) -> Iterable[Metric]:
+        from django.utils import timezone
+
         from conveyor.broker import get_broker
 
-        family = GaugeMetricFamily("conveyor_pending_tasks", "Due tasks waiting for a worker", labels=["queue"])
+        pending = GaugeMetricFamily("conveyor_pending_tasks", "Due tasks waiting for a worker", labels=["queue"])
+        tasks = GaugeMetricFamily(
+            "conveyor_queue_tasks", "Tasks per queue and state (the whole cluster)", labels=["queue", "state"]
+        )
+        oldest = GaugeMetricFamily(
+            "conveyor_queue_oldest_due_seconds", "How long the oldest due task has waited", labels=["queue"]
+        )
+        broker = get_broker()
         try:
-            counts = get_broker().pending_counts()
-        except Exception:
-            counts = {}
+            counts, stats = broker.pending_counts(), broker.queue_stats()
+        except Exception:  # a scrape reports what it can; /readyz says why the database is down
+            counts, stats = {}, []
+        now = timezone.now()
         for queue, n in sorted(counts.items()):
-            family.add_metric([queue], n)
-        yield family
+            pending.add_metric([queue], n)
+        for queue in stats:
+            for state, n in sorted(queue.counts.items()):
+                tasks.add_metric([queue.name, state], n)
+            if queue.oldest_due_at is not None:
+                oldest.add_metric([queue.name], max(0.0, (now - queue.oldest_due_at).total_seconds()))
+        yield from (pending, tasks, oldest)
 
-    def describe(self) -> Iterable[GaugeMetricFamily]:
-        return []
+    def describe(self) -> Iterable[Metric]:
+        return []  # collected at scrape time only, never at registration
 
 
-REGISTRY.register(PendingCollector())  # type: ignore[arg-type]
+REGISTRY.register(QueueCollector())
+# The process's own: CPU, memory, open files (Linux), Python version, GC.
+ProcessCollector(registry=REGISTRY)
+PlatformCollector(registry=REGISTRY)
+GCCollector(registry=REGISTRY)
+
+
+class WithoutCreated(Collector):
+    """*registry*'s families without their ``*_created`` samples.
+
+    Counters and histograms carry a creation timestamp series that the text
+    format exposes as a metric of its own; no dashboard reads them, and
+    they double the series count. Filtered here rather than with
+    ``prometheus_client.disable_created_metrics()``, which would change a
+    host project's own metrics too.
+    """
+
+    def __init__(self, registry: Collector) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterable[Metric]:
+        for family in self.registry.collect():
+            kept = Metric(family.name, family.documentation, family.type, family.unit)
+            kept.samples = [s for s in family.samples if not s.name.endswith("_created")]
+            yield kept
 
 
 def refresh_node_gauges() -> None:
@@ -150,4 +205,4 @@ def refresh_node_gauges() -> None:
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
     refresh_node_gauges()
-    return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)
+    return HttpResponse(generate_latest(WithoutCreated(REGISTRY)), content_type=CONTENT_TYPE_LATEST)

@@ -119,13 +119,17 @@ CONVEYOR = from_env(os.environ)
 TASKS = {"default": {"BACKEND": "conveyor.django_tasks.ConveyorBackend"}}
 
 LOG_LEVEL = os.environ.get("CONVEYOR_LOG_LEVEL", "INFO").upper()
+# CONVEYOR_LOG_FORMAT=json: one JSON object a line, with node / task_id / queue.
+LOG_FORMAT = "json" if os.environ.get("CONVEYOR_LOG_FORMAT", "text").strip().lower() == "json" else "text"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
         "text": {"format": "%(asctime)s %(levelname)-7s %(name)s: %(message)s"},
+        "json": {"()": "conveyor.logs.JsonFormatter"},
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "text"}},
+    "filters": {"node": {"()": "conveyor.logs.NodeFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["node"]}},
     "root": {"handlers": ["console"], "level": "WARNING"},
     "loggers": {
         "conveyor": {"level": LOG_LEVEL},

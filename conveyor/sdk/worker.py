@@ -408,7 +408,7 @@ class AsyncWorker:
             if outcome in (p.RETRY, p.SKIP_RETRY):
                 # A failure is worth a line in the worker's own log too.
                 verdict = "failed, will retry" if outcome == p.RETRY else "failed, no retry"
-                logger.warning("task %s %s: %s", task_id, verdict, error)
+                logger.warning("task %s %s: %s", task_id, verdict, error, extra={"task_id": task_id})
         if running.batch_lease is None:
             task_id, outcome, error, result = outcomes[0]
             frame: dict[str, Any] = {

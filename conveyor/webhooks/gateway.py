@@ -30,6 +30,7 @@ from conveyor.conf import conveyor_settings
 from conveyor.dispatch.frames import effective_deadline, iso
 from conveyor.dispatch.gateway import Gateway, split_capacity
 from conveyor.durations import format_duration
+from conveyor.logs import log_fields
 from conveyor.sdk import protocol as p
 from conveyor.states import State
 from conveyor.webhooks import tokens
@@ -247,7 +248,9 @@ class WebhookGateway(Gateway):
             self._transport_failed(task.id, describe_failure(exc))
             return
         except Exception as exc:  # never leave a delivery hanging in flight
-            logger.exception("webhook %s: delivery of %s failed", self.name, task.id)
+            logger.exception(
+                "webhook %s: delivery of %s failed", self.name, task.id, extra=log_fields(task_id=task.id, queue=queue)
+            )
             self._transport_failed(task.id, describe_failure(exc))
             return
         self._answered(task.id, outcome, error)
@@ -336,7 +339,13 @@ class WebhookGateway(Gateway):
         except TransportFailure:
             pass  # a notification has no answer body to check
         except (TargetRefused, httpx.HTTPError) as exc:
-            logger.info("webhook %s: cancel notification for %s failed: %s", self.name, task_id, exc)
+            logger.info(
+                "webhook %s: cancel notification for %s failed: %s",
+                self.name,
+                task_id,
+                exc,
+                extra=log_fields(task_id=task_id),
+            )
 
     # -- capacity and the breaker ------------------------------------------------------------
 

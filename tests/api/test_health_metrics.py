@@ -105,3 +105,29 @@ def _failures(name: str) -> float:
             if s.name.endswith("_total") and s.labels == {"pass": name}:
                 return s.value
     return 0.0
+
+
+def test_metrics_count_every_task_of_the_cluster_per_queue_and_state(api, broker):
+    # Stored straight through the broker (as a web process or another node
+    # would): no event of this node's saw them, the database has them.
+    for _ in range(3):
+        enqueue(broker, queue="cluster-a")
+    enqueue(broker, queue="cluster-a", process_in=600)
+    values = samples(api.client.get("/metrics").content.decode())
+    assert values[("conveyor_queue_tasks", (("queue", "cluster-a"), ("state", "pending")))] == 3
+    assert values[("conveyor_queue_tasks", (("queue", "cluster-a"), ("state", "scheduled")))] == 1
+    assert values[("conveyor_queue_tasks", (("queue", "cluster-a"), ("state", "completed")))] == 0
+    assert values[("conveyor_queue_oldest_due_seconds", (("queue", "cluster-a"),))] >= 0
+
+
+def test_metrics_carry_process_metrics_and_no_created_series(api, broker):
+    from conveyor import metrics
+
+    metrics.observe_dispatch("created", [0.01])  # a histogram child: it would carry a _created sample
+    text = api.client.get("/metrics").content.decode()
+    assert 'conveyor_queue_latency_seconds_count{queue="created"}' in text
+    names = {name for name, _ in samples(text)}
+    assert {"process_cpu_seconds_total", "process_resident_memory_bytes", "python_info"} <= names
+    assert "python_gc_collections_total" in names
+    assert not [line for line in text.splitlines() if "_created" in line.split(" ")[0].split("{")[0]], text
+    assert "conveyor_tasks_enqueued_total" in text  # the counters themselves are still there

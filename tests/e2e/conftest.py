@@ -79,11 +79,15 @@ def redis_url() -> str:
     return REDIS_URL
 
 
+TEST_SECRET_KEY = "e2e-only-secret-key:0123456789-abcdefghijklmnopqrstuvwxyz-ABCDEFGH"
+
+
 def base_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CONVEYOR_", "DATABASE_URL", "REDIS_URL"))}
     env["DJANGO_SETTINGS_MODULE"] = "conveyor_site.settings"
     env["PYTHONPATH"] = str(ROOT)
     env["PYTHONUNBUFFERED"] = "1"
+    env["DJANGO_SECRET_KEY"] = TEST_SECRET_KEY  # a production node refuses the default one
     return env
 
 

@@ -40,6 +40,28 @@ def test_a_non_dev_node_without_tokens_refuses_to_start_and_names_the_setting(pr
     assert "listening on" not in output
 
 
+@pytest.mark.parametrize("key", [None, "conveyor-dev-insecure-change-me", "django-insecure-" + "x1y2z3" * 10])
+def test_a_non_dev_node_refuses_a_default_or_weak_secret_key(production_env, key):
+    env = {**production_env, "CONVEYOR_API_TOKENS": TOKEN}
+    env.pop("DJANGO_SECRET_KEY")
+    if key is not None:
+        env["DJANGO_SECRET_KEY"] = key
+    result = start(env)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "refusing to start" in output
+    assert "SECRET_KEY is a default or weak key" in output and "DJANGO_SECRET_KEY" in output
+    assert "listening on" not in output
+
+
+def test_a_non_dev_node_runs_the_deployment_checks(production_env):
+    node = NodeProcess({**production_env, "CONVEYOR_API_TOKENS": TOKEN}, dev=False, name="deploy-node")
+    try:
+        # Django's --deploy security warnings (no HSTS, no SSL redirect: this node is plain HTTP).
+        assert "(security.W004)" in node.output() and "(security.W008)" in node.output()
+    finally:
+        node.stop()
+
+
 def test_a_non_dev_node_with_tokens_answers_401_without_one(production_env):
     node = NodeProcess({**production_env, "CONVEYOR_API_TOKENS": f"{TOKEN},other-token"}, dev=False, name="auth-node")
     try:

@@ -8,11 +8,13 @@ import sys
 from typing import Any
 
 from django.conf import settings
+from django.core.checks import Tags, run_checks
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
 from conveyor.conf import conveyor_settings
+from conveyor.logs import set_node
 from conveyor.mount import prefix
 
 logger = logging.getLogger("conveyor.node")
@@ -40,7 +42,9 @@ class Command(BaseCommand):
             call_command("migrate", interactive=False, verbosity=0)
         else:
             check_production()
-        call_command("check")
+        # A production node runs the deployment checks too (their warnings
+        # are printed; errors stop it).
+        call_command("check", deploy=not dev)
         from django.contrib.auth import get_user_model
 
         from conveyor.dispatch.server import serve
@@ -49,6 +53,11 @@ class Command(BaseCommand):
         mounted = mount_prefix()
 
         def ready(url: str) -> None:
+            from conveyor.dispatch.node import current_node
+
+            node = current_node()
+            if node is not None:
+                set_node(node.id)  # the `node` field of JSON logs
             mode = "dev" if dev else "production"
             self.stdout.write(f"Conveyor node listening on {url} ({mode}; {connection.vendor})")
             self.stdout.write(f"  dashboard {url}{mounted}   API docs {url}{mounted}api/v1/docs")
@@ -81,6 +90,13 @@ def mount_prefix() -> str:
         ) from None
 
 
+def insecure_secret_key() -> bool:
+    """Whether Django's own deployment check finds SECRET_KEY weak (security.W009:
+    ``django-insecure-`` keys, short ones, ones of few distinct characters)."""
+    found = run_checks(include_deployment_checks=True, tags=[Tags.security])
+    return any(message.id == "security.W009" for message in found)
+
+
 def apply_dev_defaults() -> None:
     """Dev mode: auth off unless tokens are set explicitly; private webhook targets allowed."""
     overrides: dict[str, Any] = {"ALLOW_UNAUTHENTICATED": True}
@@ -100,6 +116,12 @@ def check_production() -> None:
         problems.append("DATABASE_URL must point at PostgreSQL (postgres://...) outside --dev")
     if "redis" not in settings.CHANNEL_LAYERS["default"]["BACKEND"].lower():
         problems.append("REDIS_URL must be set outside --dev (nodes share wakes through Redis)")
+    if insecure_secret_key():
+        problems.append(
+            "SECRET_KEY is a default or weak key (it signs sessions and webhook lease tokens): set "
+            "DJANGO_SECRET_KEY (or SECRET_KEY) to 50+ random characters, e.g. from "
+            "`python -c 'from django.core.management.utils import get_random_secret_key as k; print(k())'`"
+        )
     if not conveyor_settings.API_TOKENS and not conveyor_settings.ALLOW_UNAUTHENTICATED:
         problems.append(
             "CONVEYOR_API_TOKENS is empty: set tokens, or CONVEYOR_ALLOW_UNAUTHENTICATED=1 to run without auth"
