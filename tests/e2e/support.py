@@ -85,9 +85,11 @@ class Process:
 
 
 class NodeProcess(Process):
-    def __init__(self, env: dict[str, str], *, dev: bool, name: str = "node") -> None:
-        argv = [sys.executable, "manage.py", "conveyord", "--port", "0"] + (["--dev"] if dev else [])
-        super().__init__(argv, env, name)
+    def __init__(self, env: dict[str, str], *, dev: bool, name: str = "node", python: str = sys.executable,
+                 project: Path = ROOT) -> None:  # fmt: skip
+        """``conveyord`` of *project* (this checkout by default) run by *python*."""
+        argv = [python, "manage.py", "conveyord", "--port", "0"] + (["--dev"] if dev else [])
+        super().__init__(argv, env, name, cwd=project)
         self.url = ""
         try:
             self.url = wait_for(self._listening, timeout=60, what=f"{name} to listen")

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.support import LISTENING, ROOT, Process, wait_for
+from tests.e2e.support import ROOT, NodeProcess, Process, wait_for
 from tests.install.conftest import fresh_venv, run
 
 CHROMIUM = "/usr/bin/chromium"
@@ -86,10 +86,10 @@ def test_a_new_project_runs_a_task_and_shows_the_dashboard(host: dict[str, Any])
     manage(host, "createsuperuser", "--noinput", "--username", "ada", "--email", "ada@example.com",
            DJANGO_SUPERUSER_PASSWORD=PASSWORD)  # fmt: skip
 
-    node = Process([str(python), "manage.py", "conveyord", "--dev", "--port", "0"], host["env"], "node", cwd=project)
+    node = NodeProcess(host["env"], dev=True, name="the host project's node", python=str(python), project=project)
     worker = None
     try:
-        url = wait_for(lambda: _listening(node), timeout=60, what="the host project's node")
+        url = node.url
         base = url + "/conveyor"
         assert httpx.get(base + "/healthz").json()["status"] == "ok"
         worker = Process(
@@ -114,16 +114,6 @@ def test_a_new_project_runs_a_task_and_shows_the_dashboard(host: dict[str, Any])
         if worker is not None:
             worker.stop()
         node.stop()
-
-
-def _listening(node: Process) -> str | None:
-    if node.proc.poll() is not None:
-        raise AssertionError(f"the node exited with {node.proc.returncode}:\n{node.output()[-4000:]}")
-    for line in node.lines:
-        match = LISTENING.search(line)
-        if match:
-            return match.group(1)
-    return None
 
 
 def _finished(output: str) -> str | None:
