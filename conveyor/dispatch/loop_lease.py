@@ -28,10 +28,12 @@ is enqueued in one. The session's ``statement_timeout`` applies to them
 too: an INSERT that waits 10 s (a table locked by a migration) fails the
 request instead of waiting on, and an ack is retried (``AckBatcher``).
 
-The connection is opened on first use with Django's parameters for the
-database (``application_name`` "conveyor-lease" unless set) and configured
-as Django configures its own: the session time zone Django's adapters
-assume, and ``assume_role``. It plans with ``enable_seqscan`` off: a queue
+The connections are a ``psycopg_pool.AsyncConnectionPool`` of up to
+``DB_THREADS``, opened as leases, acks and enqueues need them (none at
+start) with Django's parameters for the database (``application_name``
+"conveyor-lease" unless set). The pool's ``configure`` sets each new
+session up as Django sets up its own: the session time zone Django's
+adapters assume, and ``assume_role``. It plans with ``enable_seqscan`` off: a queue
 table is often near empty when it is analyzed, and with statistics that say
 "empty" the planner prefers sequential scans to the partial indexes the
 statements are written for, so every lease would read the whole table
@@ -44,8 +46,11 @@ queue at hand differs from the generic one's (as soon as another queue has
 a backlog), and planning the lease costs about four times running it. A
 statement that runs longer than ``LEASE_STATEMENT_TIMEOUT`` is canceled by
 the server, so a stuck lease cannot hold up the node's other queues for
-long (they share up to ``DB_THREADS`` connections). Any error drops the
-connection it happened on: the next lease opens a new one.
+long (they share up to ``DB_THREADS`` connections); waiting for a
+connection is bounded the same (``CONNECTION_WAIT``, then
+``psycopg_pool.PoolTimeout``). Any error closes the connection it happened
+on, and the pool, which discards a connection returned closed or broken,
+opens another in its place.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psycopg
 import psycopg.sql
 from django.db import connections
+from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout, TooManyRequests
 
 from conveyor.store.postgres import NEVER_AUTOMATICALLY
 
@@ -70,7 +76,11 @@ logger = logging.getLogger("conveyor.dispatch")
 
 APPLICATION_NAME = "conveyor-lease"
 T = TypeVar("T")
+Conn = psycopg.AsyncConnection[Any]
 LEASE_STATEMENT_TIMEOUT_MS = 10_000
+# How long a lease, ack or enqueue waits for a connection, and a connection
+# attempt of the pool's may take: as long as a statement may run.
+CONNECTION_WAIT = LEASE_STATEMENT_TIMEOUT_MS / 1000  # s
 
 
 # A connection the server ended before it could have run the statement
@@ -91,12 +101,11 @@ class LoopLeaser:
 
     def __init__(self, broker: Broker, size: int = 1) -> None:
         self.broker = broker
-        self._slots = asyncio.Semaphore(max(1, size))
+        self.size = max(1, size)
         self._other_slots = asyncio.Semaphore(max(1, size - 1))
         self._finishing: set[asyncio.Future[Any]] = set()  # enqueues and acks whose caller may be gone
         self._orphans: set[asyncio.Future[Any]] = set()  # of those, the ones close() stopped waiting for
-        self._idle: list[psycopg.AsyncConnection[Any]] = []
-        self._busy: set[psycopg.AsyncConnection[Any]] = set()
+        self._pool: AsyncConnectionPool[Conn] | None = None  # opened on first use, again after close()
 
     async def lease(self, queue: str, n: int, holder: str) -> LeaseBatch | None:
         """Lease like ``Broker.lease``; None when the queue needs the locked path."""
@@ -125,7 +134,7 @@ class LoopLeaser:
             return None
         return await self._to_the_end(self._store(task))
 
-    async def _other(self, fn: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]], *, fresh: bool = False) -> T:
+    async def _other(self, fn: Callable[[Conn], Awaitable[T]], *, fresh: bool = False) -> T:
         """``run`` for enqueues and acks: together they hold at most *size* - 1 connections."""
         async with self._other_slots:
             return await self.run(fn, fresh=fresh)
@@ -148,18 +157,19 @@ class LoopLeaser:
 
         A pooled connection may have been ended by the server while idle (a
         terminated session, a restarted server) or lost on the way: then the
-        INSERT is tried once more, at once, on a new connection. Whether the
-        error carries the server's reason (``ENDED_BY_THE_SERVER``) or none
-        (the socket was found closed before its answer was read) depends on
-        when the end reached the client. The task's id is fixed before the
-        first try, so if the first did commit the second meets the primary
-        key and the task is still stored once. Any other error (the server
-        refused the statement) is the caller's.
+        INSERT is tried once more, at once, on a connection the pool has
+        just checked or opened (``run(fresh=True)``). Whether the error
+        carries the server's reason (``ENDED_BY_THE_SERVER``) or none (the
+        socket was found closed before its answer was read) depends on when
+        the end reached the client. The task's id is fixed before the first
+        try, so if the first did commit the second meets the primary key and
+        the task is still stored once. Any other error (the server refused
+        the statement, no connection to be had) is the caller's.
         """
         try:
             stored = await self._other(lambda conn: self.broker.insert_on(conn, task))
         except psycopg.OperationalError as exc:
-            if getattr(exc, "sqlstate", None) not in ENDED_BY_THE_SERVER | {None}:
+            if not _ended_by_the_server(exc):
                 raise
             logger.warning("enqueue: the server ended a pooled connection (%s); trying a new one", exc)
             await self._other(lambda conn: self.broker.insert_on(conn, task), fresh=True)
@@ -168,67 +178,97 @@ class LoopLeaser:
                 raise RuntimeError(f"task id {task.id} is taken")  # a fresh ULID: cannot happen
         return self.broker.announce_inserted(task)
 
-    async def run(self, fn: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]], *, fresh: bool = False) -> T:
+    async def run(self, fn: Callable[[Conn], Awaitable[T]], *, fresh: bool = False) -> T:
         """Await *fn* with a connection of the pool (one of its own while it runs);
-        *fresh*: a newly opened one, not one that sat idle."""
-        async with self._slots:
-            if fresh:
-                conn = await self.connect(RETRY_CONNECT_TIMEOUT)
-            else:
-                conn = self._idle.pop() if self._idle else await self.connect()
-            self._busy.add(conn)
+        *fresh*: first have the pool test the connections it holds idle and
+        replace those that no longer work, and wait for one at most
+        ``RETRY_CONNECT_TIMEOUT`` s."""
+        pool = await self._open_pool()
+        if fresh:
+            await pool.check()
+        async with pool.connection(RETRY_CONNECT_TIMEOUT if fresh else None) as conn:
             try:
-                out = await fn(conn)
+                return await fn(conn)
             except BaseException:
-                self._busy.discard(conn)
+                # Whatever failed (a statement the server canceled, one cut
+                # short by a cancelled caller) may have left the session in
+                # doubt: closed, the pool discards it and opens another.
                 await close_quietly(conn)
                 raise
-            self._busy.discard(conn)
-            if asyncio.current_task() in self._orphans:  # work that outlived close(): leave nothing open
-                await close_quietly(conn)
-            else:
-                self._idle.append(conn)
-            return out
 
-    async def connect(
-        self, timeout: int | None = None, application_name: str = APPLICATION_NAME
-    ) -> psycopg.AsyncConnection[Any]:
-        """A new connection, configured as the pool's (also a node's LISTEN connection, conveyor.dispatch.offers)."""
-        django_conn = connections[self.broker.db]
-        params = django_conn.get_connection_params()
+    async def _open_pool(self) -> AsyncConnectionPool[Conn]:
+        pool = self._pool
+        if pool is None:
+            if asyncio.current_task() in self._orphans:  # work that outlived close(): open nothing
+                raise PoolClosed("the node's own connections are closed")
+            pool = self._pool = AsyncConnectionPool(
+                kwargs=self._params(APPLICATION_NAME, CONNECTION_WAIT),
+                min_size=0,  # opened as work needs them, none before
+                max_size=self.size,
+                open=False,
+                configure=self._configure,
+                name=APPLICATION_NAME,
+                timeout=CONNECTION_WAIT,
+                reconnect_timeout=CONNECTION_WAIT,
+            )
+        await pool.open()  # at once when open; two first uses may both get here
+        return pool
+
+    def _params(self, application_name: str, timeout: float | None = None) -> dict[str, Any]:
+        """Django's connection parameters for the database, for a connection of the node's own."""
+        params = connections[self.broker.db].get_connection_params()
         if timeout is not None:
-            params["connect_timeout"] = min(int(params.get("connect_timeout") or timeout), timeout)
+            params["connect_timeout"] = min(int(params.get("connect_timeout") or timeout), int(timeout))
         params.pop("cursor_factory", None)  # Django's is a sync, client-side cursor
         params.setdefault("application_name", application_name)
         params["prepare_threshold"] = NEVER_AUTOMATICALLY
-        conn = await psycopg.AsyncConnection.connect(**params, autocommit=True)
-        try:
+        params["autocommit"] = True
+        return params
+
+    async def _configure(self, conn: Conn) -> None:
+        """Set a new session up (the pool's ``configure``, and ``connect``'s)."""
+        django_conn = connections[self.broker.db]
+        await conn.execute(
             # Django's timestamp loaders take the session's time zone to be
-            # Django's (it sets it on its own connections); so must we.
-            await conn.execute("SELECT set_config('TimeZone', %s, false)", [django_conn.timezone_name or "UTC"])
-            await conn.execute("SELECT set_config('statement_timeout', %s, false)", [str(LEASE_STATEMENT_TIMEOUT_MS)])
-            # Plan with the indexes whatever the statistics say, once per
+            # Django's (it sets it on its own connections); so must we. Plan
+            # with the indexes whatever the statistics say, once per
             # prepared statement (module docstring).
-            await conn.execute("SELECT set_config('enable_seqscan', 'off', false)")
-            await conn.execute("SELECT set_config('plan_cache_mode', 'force_generic_plan', false)")
-            role = django_conn.settings_dict["OPTIONS"].get("assume_role")
-            if role:
-                await conn.execute(psycopg.sql.SQL("SET ROLE {}").format(psycopg.sql.Identifier(role)))
+            "SELECT set_config('TimeZone', %s, false), set_config('statement_timeout', %s, false),"
+            " set_config('enable_seqscan', 'off', false), set_config('plan_cache_mode', 'force_generic_plan', false)",
+            [django_conn.timezone_name or "UTC", str(LEASE_STATEMENT_TIMEOUT_MS)],
+        )
+        role = django_conn.settings_dict["OPTIONS"].get("assume_role")
+        if role:
+            await conn.execute(psycopg.sql.SQL("SET ROLE {}").format(psycopg.sql.Identifier(role)))
+
+    async def connect(self, application_name: str = APPLICATION_NAME) -> Conn:
+        """A new connection outside the pool, configured as the pool's (a node's
+        LISTEN connection, conveyor.dispatch.offers); the caller closes it."""
+        conn = await psycopg.AsyncConnection.connect(**self._params(application_name))
+        try:
+            await self._configure(conn)
         except BaseException:
             await close_quietly(conn)
             raise
         return conn
 
     async def close(self, wait: float = 0.0) -> None:
-        """Close every connection; first wait up to *wait* s for statements
-        still running (a shielded enqueue or ack) to finish."""
+        """Close the pool; first wait up to *wait* s for statements still
+        running (a shielded enqueue or ack) to finish. A connection still in
+        use is closed when its work gives it back."""
         if self._finishing and wait > 0:
             await asyncio.wait(set(self._finishing), timeout=wait)
         self._orphans |= self._finishing
-        conns, self._idle = [*self._idle, *self._busy], []
-        self._busy.clear()
-        for conn in conns:
-            await close_quietly(conn)
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+
+def _ended_by_the_server(exc: psycopg.OperationalError) -> bool:
+    """Whether *exc* says the server ended the connection (with a reason or without a word)."""
+    if isinstance(exc, PoolTimeout | PoolClosed | TooManyRequests):  # no connection was had at all
+        return False
+    return getattr(exc, "sqlstate", None) in ENDED_BY_THE_SERVER | {None}
 
 
 def _log_failure(task: asyncio.Future[Any]) -> None:
@@ -236,7 +276,7 @@ def _log_failure(task: asyncio.Future[Any]) -> None:
         logger.error("an enqueue or ack whose caller had gone failed", exc_info=task.exception())
 
 
-async def close_quietly(conn: psycopg.AsyncConnection[Any]) -> None:
+async def close_quietly(conn: Conn) -> None:
     """Close a connection of the node's own; a failure to (it is gone anyway) is only logged."""
     try:
         await conn.close()

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import psycopg
+from django.db import connections
+
 from conveyor.broker import Broker, TaskSpec
+from conveyor.dispatch.loop_lease import APPLICATION_NAME
 from conveyor.models import Task
 
 
@@ -50,3 +55,22 @@ def on_loop(leaser: Any, work: Callable[[Any], Awaitable[Any]]) -> Any:
             await leaser.close()
 
     return asyncio.run(go())
+
+
+def own_sessions(alias: str, *, gone_within: float = 0.0) -> list[int]:
+    """Server pids of the node's own connections (``conveyor-lease``) to *alias*'s
+    database, as pg_stat_activity shows them; with *gone_within*, first wait up
+    to that long for none to be left (a closed session's backend ends a moment
+    after its client)."""
+    params = connections[alias].get_connection_params()
+    params.pop("cursor_factory", None)
+    deadline = time.monotonic() + gone_within
+    with psycopg.connect(**params, autocommit=True) as conn:
+        while True:
+            rows = conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = %s",
+                [APPLICATION_NAME],
+            ).fetchall()
+            if not rows or time.monotonic() >= deadline:
+                return [pid for (pid,) in rows]
+            time.sleep(0.02)

@@ -19,7 +19,7 @@ from django.db import connections, transaction
 from psycopg.pq import TransactionStatus
 
 from conveyor.broker import Broker, TaskSpec
-from conveyor.dispatch.loop_lease import LoopLeaser
+from conveyor.dispatch.loop_lease import APPLICATION_NAME, LoopLeaser
 from conveyor.notify.hooks import RecordingHooks
 from tests.broker.factories import on_loop
 
@@ -34,39 +34,55 @@ class Seen:
     flushed: bool | None = None  # the task's commit was in the WAL on disk (None: not looked at)
 
 
+Session = tuple[int, bool]  # a session's server pid; whether a statement is running on it
+
+
 class Watching(RecordingHooks):
     """Hooks that, at each wake, look at the server and at the enqueuing connection."""
 
     reaches_other_processes = True  # as a producer's hooks on Redis
 
-    def __init__(self, alias: str, enqueuing: Callable[[], Any], *, wal_since: str | None = None) -> None:
+    def __init__(self, alias: str, enqueuing: Callable[[], Session], *, wal_since: str | None = None) -> None:
         super().__init__()
         self.alias = alias
-        self.enqueuing = enqueuing  # -> the enqueuing psycopg connection
+        self.enqueuing = enqueuing  # -> the enqueuing session, as it is now
         self.wal_since = wal_since  # also look whether the task's commit is flushed (needs pg_walinspect)
         self.seen: list[Seen] = []
 
     def wake(self, queues: Iterable[str], at: datetime | None = None) -> None:
         super().wake(queues, at)
-        conn = self.enqueuing()
-        in_flight = conn.pgconn.transaction_status == TransactionStatus.ACTIVE
+        pid, in_flight = self.enqueuing()
         with observer(self.alias) as other:
             visible = other.execute("SELECT count(*) FROM conveyor_task").fetchone()[0]
-            last = other.execute("SELECT query FROM pg_stat_activity WHERE pid = %s", [conn.info.backend_pid])
+            last = other.execute("SELECT query FROM pg_stat_activity WHERE pid = %s", [pid])
             statement = last.fetchone()[0]
         self.seen.append(
             Seen(visible, statement, in_flight, _commit_flushed(self.alias, self.wal_since) if self.wal_since else None)
         )
 
 
-def djangos(alias: str) -> Callable[[], Any]:
+def djangos(alias: str) -> Callable[[], Session]:
     connections[alias].ensure_connection()
-    return lambda: connections[alias].connection
+
+    def session() -> Session:
+        conn = connections[alias].connection
+        return conn.info.backend_pid, conn.pgconn.transaction_status == TransactionStatus.ACTIVE
+
+    return session
 
 
-def leasers(leaser: LoopLeaser) -> Callable[[], Any]:
-    """The leaser's connection in use, or the one last put back."""
-    return lambda: next(iter(leaser._busy)) if leaser._busy else leaser._idle[-1]
+def leasers(alias: str) -> Callable[[], Session]:
+    """A one-connection leaser's session, as the server sees it."""
+
+    def session() -> Session:
+        with observer(alias) as other:
+            pid, state = other.execute(
+                "SELECT pid, state FROM pg_stat_activity WHERE datname = current_database() AND application_name = %s",
+                [APPLICATION_NAME],
+            ).fetchone()
+        return pid, state == "active"
+
+    return session
 
 
 def observer(alias: str) -> psycopg.Connection[Any]:
@@ -193,7 +209,7 @@ def test_a_scheduled_task_wakes_nobody_and_commits_durably(db_alias, clock):
 def test_on_a_nodes_loop_the_insert_commits_durably_before_the_wake(db_alias, clock):
     broker = Broker(clock=clock, using=db_alias)
     leaser = LoopLeaser(broker)
-    hooks = Watching(db_alias, leasers(leaser))
+    hooks = Watching(db_alias, leasers(db_alias))
     broker.hooks = hooks
 
     result = on_loop(leaser, lambda leaser: leaser.enqueue(TaskSpec(type="t", queue="email")))

@@ -9,7 +9,7 @@ import pytest
 from conveyor.broker import Dependency
 from conveyor.dispatch.loop_lease import LoopLeaser
 from conveyor.states import State
-from tests.broker.factories import enqueue, on_loop, reload
+from tests.broker.factories import enqueue, on_loop, own_sessions, reload
 
 pytestmark = pytest.mark.parametrize("db_alias", ["postgres"], indirect=True)
 
@@ -109,7 +109,7 @@ def test_acks_leave_a_connection_to_the_leases(broker):
     broker.hooks = LoopHooks()
 
     async def work(leaser):
-        return await asyncio.gather(*(leaser.ack([(t, None)]) for t in leased)), len(leaser._idle)
+        return await asyncio.gather(*(leaser.ack([(t, None)]) for t in leased)), len(own_sessions(broker.db))
 
     results, opened = on_loop(LoopLeaser(broker, 2), work)
     assert results == [[]] * 6 and opened == 1
@@ -139,11 +139,10 @@ def test_an_ack_whose_caller_is_cancelled_still_completes_before_close_returns(b
 
     async def go():
         caller = asyncio.create_task(leaser.ack([(t, None) for t in leased]))
-        while not leaser._finishing:  # the ack has started
-            await asyncio.sleep(0)
+        await asyncio.sleep(0)  # the ack has started (the caller now awaits it)
         caller.cancel()  # as a stopping node cancels its tasks
         await leaser.close(wait=10)
-        return caller.cancelled(), len(leaser._idle) + len(leaser._busy)
+        return caller.cancelled(), len(own_sessions(broker.db, gone_within=2))
 
     cancelled, left_open = asyncio.run(go())
     assert cancelled and left_open == 0

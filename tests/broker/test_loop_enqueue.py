@@ -18,7 +18,7 @@ from conveyor.broker.types import Dependency
 from conveyor.dispatch.loop_lease import LoopLeaser
 from conveyor.exceptions import InvalidArgument
 from conveyor.models import Task
-from tests.broker.factories import enqueue, on_loop
+from tests.broker.factories import enqueue, on_loop, own_sessions
 
 pytestmark = pytest.mark.parametrize("db_alias", ["postgres"], indirect=True)
 
@@ -167,8 +167,14 @@ def test_after_the_server_ends_every_pooled_connection_an_enqueue_still_succeeds
 
     async def go():
         try:
-            await asyncio.gather(leaser.lease("a", 1, "h"), leaser.lease("b", 1, "h"))  # two idle connections now
-            pids = [conn.info.backend_pid for conn in leaser._idle]
+            both = asyncio.Barrier(2)
+
+            async def lease_with_another(conn, queue):  # two connections at once
+                await asyncio.wait_for(both.wait(), 5)
+                return await broker.lease_on(conn, queue, 1, "h")
+
+            await asyncio.gather(*(leaser.run(lambda conn, q=q: lease_with_another(conn, q)) for q in ("a", "b")))
+            pids = own_sessions(db_alias)  # both idle now
             await asyncio.to_thread(_terminate, database, pids)
             await asyncio.sleep(0.2)
             return len(pids), await leaser.enqueue(TaskSpec(type="t", queue="c"))
@@ -191,8 +197,8 @@ def test_an_enqueue_on_a_connection_lost_without_a_word_from_the_server_succeeds
     async def go():
         try:
             await leaser.enqueue(TaskSpec(type="warm", queue="q"))  # one idle connection now
-            [idle] = leaser._idle
-            with socket.socket(fileno=os.dup(idle.pgconn.socket)) as sock:
+            idle = await leaser.run(_fileno)  # (the pool's one)
+            with socket.socket(fileno=os.dup(idle)) as sock:
                 sock.shutdown(socket.SHUT_RDWR)
             return await leaser.enqueue(TaskSpec(type="t", queue="c"))
         finally:
@@ -204,10 +210,14 @@ def test_an_enqueue_on_a_connection_lost_without_a_word_from_the_server_succeeds
     assert hooks.woken() >= {"c"}
 
 
+async def _fileno(conn: Any) -> int:
+    return conn.fileno()
+
+
 def test_enqueues_leave_a_connection_for_the_leases(broker):
     async def work(leaser):
         await asyncio.gather(*(leaser.enqueue(TaskSpec(type="t", queue="q")) for _ in range(6)))
-        return len(leaser._idle)
+        return len(own_sessions(broker.db))
 
     assert on_loop(LoopLeaser(broker, 2), work) == 1  # six at once went through one connection of the two
     assert broker.tasks.filter(queue="q").count() == 6

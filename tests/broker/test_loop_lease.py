@@ -13,7 +13,7 @@ from conveyor.broker import TaskSpec
 from conveyor.dispatch.loop_lease import APPLICATION_NAME, LoopLeaser
 from conveyor.states import State
 from conveyor.store.postgres import complete_params, complete_sql, lease_sql
-from tests.broker.factories import enqueue, on_loop, reload
+from tests.broker.factories import enqueue, on_loop, own_sessions, reload
 
 pytestmark = pytest.mark.parametrize("db_alias", ["postgres"], indirect=True)
 
@@ -66,15 +66,14 @@ def test_a_queue_with_limits_is_left_to_the_locked_path(broker, leaser):
 
 
 def _session_setting(leaser: LoopLeaser, name: str) -> str:
-    async def go():
-        try:
-            await leaser.lease("default", 1, "h")
-            conn = leaser._idle[0]
-            return (await (await conn.execute("SELECT current_setting(%s)", [name])).fetchone())[0]
-        finally:
-            await leaser.close()
+    async def setting(conn):
+        return (await (await conn.execute("SELECT current_setting(%s)", [name])).fetchone())[0]
 
-    return asyncio.run(go())
+    async def go(leaser):
+        await leaser.lease("default", 1, "h")
+        return await leaser.run(setting)  # the connection that leased: the pool's one
+
+    return on_loop(leaser, go)
 
 
 def test_the_connection_is_named_for_operators(broker, leaser):
@@ -93,17 +92,16 @@ def _last_lease_statement(leaser: LoopLeaser) -> tuple[str, str]:
         finally:
             connections["postgres"].close()
 
-    async def go():
-        try:
-            await leaser.lease("default", 1, "h")
-            conn = leaser._idle[0]
-            statement = await asyncio.to_thread(seen_by_the_server, conn.info.backend_pid)
-            setting = (await (await conn.execute("SELECT current_setting('synchronous_commit')")).fetchone())[0]
-            return statement, setting
-        finally:
-            await leaser.close()
+    async def look(conn):
+        statement = await asyncio.to_thread(seen_by_the_server, conn.info.backend_pid)
+        setting = (await (await conn.execute("SELECT current_setting('synchronous_commit')")).fetchone())[0]
+        return statement, setting
 
-    return asyncio.run(go())
+    async def go(leaser):
+        await leaser.lease("default", 1, "h")
+        return await leaser.run(look)  # the connection that leased: the pool's one
+
+    return on_loop(leaser, go)
 
 
 def _session_default() -> str:
@@ -143,16 +141,20 @@ def test_concurrent_leases_of_several_queues_use_at_most_size_connections(broker
     tasks = {q: enqueue(broker, queue=q).id for q in queues}
     leaser = LoopLeaser(broker, size)
 
-    async def go():
-        try:
-            batches = await asyncio.gather(*(leaser.lease(q, 1, "h") for q in queues))
-            return batches, len(leaser._idle)
-        finally:
-            await leaser.close()
+    async def held_a_while(conn):
+        await asyncio.sleep(0.2)  # far longer than opening a connection takes
+        return conn.info.backend_pid
 
-    batches, opened = asyncio.run(go())
+    async def go(leaser):
+        batches = await asyncio.gather(*(leaser.lease(q, 1, "h") for q in queues))
+        # Five at once that each keep their connection: the pool grows to size, no further.
+        pids = await asyncio.gather(*(leaser.run(held_a_while) for _ in queues))
+        return batches, set(pids), own_sessions("postgres")
+
+    batches, used, sessions = on_loop(leaser, go)
     assert {b.tasks[0].queue: b.tasks[0].id for b in batches} == tasks
-    assert opened == size
+    assert len(used) == size
+    assert sorted(sessions) == sorted(used)
 
 
 def test_a_queue_whose_limit_is_lifted_leases_on_the_loop_again_after_one_locked_lease(broker, leaser):

@@ -95,7 +95,9 @@ def test_rest_enqueues_are_inserted_on_the_nodes_own_connection_and_survive_losi
         listed = node.api("GET", "/api/v1/tasks?queue=nobody&limit=100")["tasks"]
         assert len(listed) == 6  # each stored once, the retried INSERT included
         # A large body is parsed, stored and rendered in a database thread.
-        assert _terminate_lease_sessions(pg_database) == 1
+        # (The pool replaced the lost connection and may have grown by one
+        # while the retry waited for it.)
+        assert 1 <= _terminate_lease_sessions(pg_database) <= 2
         big = node.enqueue(queue="nobody", json={"blob": "x" * 100_000}, retention="5m")
         assert node.task(big["id"])["json"]["blob"] == "x" * 100_000
         assert _lease_sessions(pg_database) == []  # no new session: the loop's connections were not used
