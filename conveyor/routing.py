@@ -13,6 +13,7 @@ from channels.routing import URLRouter
 from django.urls import path
 
 from conveyor.api.events import EventsConsumer
+from conveyor.api.origin import SameOriginWebSockets
 from conveyor.dispatch.consumer import WorkerConsumer
 from conveyor.mount import prefix
 
@@ -25,8 +26,9 @@ websocket_urlpatterns = [
 
 def conveyor_websockets() -> Any:
     """A router for Conveyor's WebSockets under the HTTP prefix, so a worker
-    given the API's base URL (``http://host/conveyor``) finds ``ws/worker`` there."""
+    given the API's base URL (``http://host/conveyor``) finds ``ws/worker`` there;
+    a handshake from another site's page is denied (conveyor.api.origin)."""
     mounted = prefix().strip("/")
     if not mounted:
-        return URLRouter(websocket_urlpatterns)
-    return URLRouter([path(mounted + "/", URLRouter(websocket_urlpatterns))])
+        return SameOriginWebSockets(URLRouter(websocket_urlpatterns))
+    return SameOriginWebSockets(URLRouter([path(mounted + "/", URLRouter(websocket_urlpatterns))]))
