@@ -22,6 +22,7 @@ from connectrpc.request import RequestContext
 
 from conveyor.conf import conveyor_settings
 from conveyor.connect.admin import ADMIN_SERVICE, READS
+from conveyor.connect.convert import refuse_nul
 from conveyor.connect.errors import ConveyorErrors, ProtoJSON
 from conveyor.connect.events import watch_events
 from conveyor.connect.tasks import TASK_SERVICE, WEBHOOK_SERVICE
@@ -59,6 +60,7 @@ class Service:
             raise AttributeError(name)
 
         async def call(request: Any, ctx: RequestContext) -> Any:
+            refuse_nul(request)
             return await in_db_thread(handler, request)
 
         return call

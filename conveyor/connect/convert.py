@@ -81,6 +81,30 @@ def duration(value: float | None) -> Duration | None:
     return out
 
 
+def refuse_nul(message: Message, path: str = "") -> None:
+    """Refuse a NUL character in any string of *message*: PostgreSQL's text cannot hold one."""
+    for field, value in message.ListFields():
+        name = f"{path}{field.name}"
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            items = [(f"{name}.{k}", k, v) for k, v in value.items()]
+            for where, key, item in items:
+                if isinstance(key, str) and "\x00" in key:
+                    raise InvalidArgument(name, "must not contain NUL characters")
+                check_value(item, where)
+        elif field.is_repeated:
+            for i, item in enumerate(value):
+                check_value(item, f"{name}[{i}]")
+        else:
+            check_value(value, name)
+
+
+def check_value(value: Any, where: str) -> None:
+    if isinstance(value, str) and "\x00" in value:
+        raise InvalidArgument(where, "must not contain NUL characters")
+    if isinstance(value, Message):
+        refuse_nul(value, f"{where}.")
+
+
 # -- tasks -----------------------------------------------------------------------------
 
 

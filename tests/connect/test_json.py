@@ -131,6 +131,22 @@ def test_a_malformed_body_is_invalid_argument_and_changes_nothing(raw, content_t
     assert Task.objects.count() == 0
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"queue": "a\u0000b"},
+        {"type": "x", "metadata": {"k": "\u0000"}},
+        {"type": "x", "dependsOn": [{"taskId": "\u0000"}]},
+    ],
+)
+def test_a_nul_character_in_any_string_is_invalid_argument(body):
+    # PostgreSQL's text cannot hold NUL; it must be refused, not fail in the database.
+    message = refused(post("/conveyor.v1.TaskService/Enqueue", json.dumps(body)), 400, "invalid_argument")["message"]
+    assert "NUL" in message
+    refused(post("/conveyor.v1.AdminService/DeleteQueueRateLimit", '{"queue": "\\u0000"}'), 400, "invalid_argument")
+    assert Task.objects.count() == 0
+
+
 def test_a_binary_body_is_a_protobuf_message():
     body = pb.EnqueueRequest(type="bin", queue="b").SerializeToString()
     response = post("/conveyor.v1.TaskService/Enqueue", body, "application/proto")

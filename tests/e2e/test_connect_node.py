@@ -170,3 +170,20 @@ def test_watch_events_filters_by_event_type(cluster):
     wait_for(lambda: len(received) >= 2, 10, what="two scheduled events")
     time.sleep(0.3)
     assert {e.event_type for e in received} == {tpb.TASK_EVENT_TYPE_SCHEDULED}
+
+
+def test_no_5xx_from_malformed_bodies_on_a_real_node(cluster):
+    from collections import Counter
+
+    import httpx
+
+    from tests.connect.test_fuzz import check, fuzz_cases
+
+    node = cluster.node()
+    cases = fuzz_cases(seed=5)
+    statuses: Counter = Counter()
+    with httpx.Client(base_url=node.url, timeout=30) as client:
+        for path, body, content_type in cases:
+            check(client.post(path, content=body, headers={"content-type": content_type}), path, body, statuses)
+    print(f"fuzz on a node: {len(cases)} requests, statuses {dict(sorted(statuses.items()))}")
+    assert node.proc.poll() is None and "Traceback" not in node.output()
