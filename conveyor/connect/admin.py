@@ -118,9 +118,11 @@ def list_tasks(request: pb.ListTasksRequest) -> pb.ListTasksResponse:
     )
 
 
-def one_task(action: str, response: type[Any]) -> Callable[[Any], Any]:
+def by_key(action: str, key: str, response: type[Any], *args: Any) -> Callable[[Any], Any]:
+    """An RPC that calls ``Broker.<action>`` on the object its request names by *key* (``id``, ``name``)."""
+
     def handle(request: Any) -> Any:
-        getattr(get_broker(), f"{action}_task")(required(request.id, "id"))
+        getattr(get_broker(), action)(required(getattr(request, key), key), *args)
         return response()
 
     return handle
@@ -156,19 +158,6 @@ def upsert_cron(request: pb.UpsertCronRequest) -> pb.UpsertCronResponse:
     return pb.UpsertCronResponse()
 
 
-def cron_paused(paused: bool, response: type[Any]) -> Callable[[Any], Any]:
-    def handle(request: Any) -> Any:
-        get_broker().set_cron_paused(required(request.id, "id"), paused)
-        return response()
-
-    return handle
-
-
-def delete_cron(request: pb.DeleteCronRequest) -> pb.DeleteCronResponse:
-    get_broker().delete_cron_entry(required(request.id, "id"))
-    return pb.DeleteCronResponse()
-
-
 def cluster_info(request: pb.ClusterInfoRequest) -> pb.ClusterInfoResponse:
     from conveyor.models import Node
 
@@ -187,19 +176,6 @@ def upsert_webhook(request: pb.UpsertWebhookWorkerRequest) -> pb.UpsertWebhookWo
     with fields_named({name: f"worker.{name}" for name in pb.WebhookWorker.DESCRIPTOR.fields_by_name}):
         get_broker().upsert_webhook(convert.webhook_spec(request.worker))
     return pb.UpsertWebhookWorkerResponse()
-
-
-def webhook_paused(paused: bool, response: type[Any]) -> Callable[[Any], Any]:
-    def handle(request: Any) -> Any:
-        get_broker().set_webhook_paused(required(request.name, "name"), paused)
-        return response()
-
-    return handle
-
-
-def delete_webhook(request: pb.DeleteWebhookWorkerRequest) -> pb.DeleteWebhookWorkerResponse:
-    get_broker().delete_webhook(required(request.name, "name"))
-    return pb.DeleteWebhookWorkerResponse()
 
 
 def list_sessions(request: pb.ListWorkerSessionsRequest) -> pb.ListWorkerSessionsResponse:
@@ -238,23 +214,23 @@ ADMIN_SERVICE: dict[str, Callable[[Any], Any]] = {
     "set_group_config": set_group_config,
     "delete_group_config": delete_group_config,
     "list_tasks": list_tasks,
-    "cancel_task": one_task("cancel", pb.CancelTaskResponse),
-    "delete_task": one_task("delete", pb.DeleteTaskResponse),
-    "run_task": one_task("run", pb.RunTaskResponse),
+    "cancel_task": by_key("cancel_task", "id", pb.CancelTaskResponse),
+    "delete_task": by_key("delete_task", "id", pb.DeleteTaskResponse),
+    "run_task": by_key("run_task", "id", pb.RunTaskResponse),
     "reschedule_task": reschedule_task,
-    "archive_task": one_task("archive", pb.ArchiveTaskResponse),
+    "archive_task": by_key("archive_task", "id", pb.ArchiveTaskResponse),
     **{f"batch_{verb}_tasks": batch(verb) for verb in ("delete", "run", "cancel", "archive")},
     "list_cron": list_cron,
     "upsert_cron": upsert_cron,
-    "pause_cron": cron_paused(True, pb.PauseCronResponse),
-    "resume_cron": cron_paused(False, pb.ResumeCronResponse),
-    "delete_cron": delete_cron,
+    "pause_cron": by_key("set_cron_paused", "id", pb.PauseCronResponse, True),
+    "resume_cron": by_key("set_cron_paused", "id", pb.ResumeCronResponse, False),
+    "delete_cron": by_key("delete_cron_entry", "id", pb.DeleteCronResponse),
     "cluster_info": cluster_info,
     "list_webhook_workers": list_webhooks,
     "upsert_webhook_worker": upsert_webhook,
-    "pause_webhook_worker": webhook_paused(True, pb.PauseWebhookWorkerResponse),
-    "resume_webhook_worker": webhook_paused(False, pb.ResumeWebhookWorkerResponse),
-    "delete_webhook_worker": delete_webhook,
+    "pause_webhook_worker": by_key("set_webhook_paused", "name", pb.PauseWebhookWorkerResponse, True),
+    "resume_webhook_worker": by_key("set_webhook_paused", "name", pb.ResumeWebhookWorkerResponse, False),
+    "delete_webhook_worker": by_key("delete_webhook", "name", pb.DeleteWebhookWorkerResponse),
     "list_worker_sessions": list_sessions,
     "broker_info": broker_info,
 }

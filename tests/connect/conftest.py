@@ -7,8 +7,19 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.conftest import broker, fresh_broker, read_only, tokens  # noqa: F401  (shared fixtures)
+from tests.api.conftest import api, broker, fresh_broker, read_only, tokens  # noqa: F401  (shared fixtures)
 from tests.connect.clients import Rpc, post  # noqa: F401  (post: for the tests)
+
+
+@pytest.fixture
+def delivery(broker):  # noqa: F811  (the broker fixture above)
+    """A task leased as a webhook delivery, and its lease token."""
+    from conveyor.webhooks.tokens import mint
+    from tests.api.conftest import enqueue, lease
+
+    enqueue(broker, id="job-1", max_retry=3)
+    task = lease(broker)
+    return task, mint(task.id, task.lease_id)
 
 
 @pytest.fixture(params=["json", "proto"])

@@ -16,7 +16,6 @@ from conveyor.connect.app import services
 from conveyor.models import CronEntry, GroupConfig, Queue, Task, WebhookRegistration
 from conveyor.v1 import service_pb2 as pb
 from conveyor.v1 import task_pb2 as tpb
-from conveyor.webhooks import tokens
 from tests.api.conftest import enqueue, lease, state_of_everything
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -289,13 +288,6 @@ def test_cluster_methods(rpc):
 
 
 # -- WebhookService ----------------------------------------------------------------------
-
-
-@pytest.fixture
-def delivery(broker):
-    enqueue(broker, id="job-1", max_retry=3)
-    task = lease(broker)
-    return task, tokens.mint(task.id, task.lease_id)
 
 
 def test_webhook_heartbeat_and_report_result(rpc, delivery):

@@ -10,17 +10,9 @@ from django.test import override_settings
 from conveyor.models import Task
 from conveyor.webhooks import tokens
 from tests.api.conftest import TOKEN, connect_refused, enqueue, lease, ok, state_of_everything
-from tests.connect.conftest import post
+from tests.connect.clients import post
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def delivery(broker):
-    """A task leased as a webhook delivery, and its lease token."""
-    enqueue(broker, id="job-1", max_retry=3)
-    task = lease(broker)
-    return task, tokens.mint(task.id, task.lease_id)
 
 
 def callback(method, body):
