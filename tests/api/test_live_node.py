@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -166,3 +167,18 @@ def test_metrics_count_enqueues(node):
     wait_for(lambda: enqueued_total(node, "metered") >= 3, 10, what="the enqueue counter")
     time.sleep(0.3)
     assert enqueued_total(node, "metered") == 3
+
+
+@pytest.mark.parametrize("token", [None, "wrong"], ids=["no-token", "wrong-token"])
+def test_conveyor_worker_refused_by_auth_prints_one_line_and_exits_non_zero(node, token):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONVEYOR_")}
+    env.update(DJANGO_SETTINGS_MODULE="conveyor_site.settings", PYTHONPATH=str(ROOT))
+    argv = [sys.executable, "manage.py", "conveyor_worker", "--url", node.url]
+    argv += ["--token", token] if token else []
+    result = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert ("refused the token" if token else "requires authentication") in lines[0]
+    assert "CONVEYOR_TOKEN" in lines[0]

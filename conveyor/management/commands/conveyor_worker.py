@@ -10,7 +10,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import close_old_connections
 
 from conveyor.django_tasks.runner import run_task
-from conveyor.sdk import Release, Task, Worker
+from conveyor.sdk import Release, Task, Worker, WorkerRefused
+from conveyor.sdk.protocol import CLOSE_UNAUTHENTICATED
 
 logger = logging.getLogger("conveyor.worker")
 
@@ -67,4 +68,16 @@ class Command(BaseCommand):
         worker = Worker(url, queues=parse_queues(queues), concurrency=concurrency, token=token)
         worker.task("*")(Handler())
         self.stdout.write(f"conveyor_worker: serving {queues} from {url} (concurrency {concurrency}); Ctrl-C to stop")
-        worker.run()
+        try:
+            worker.run()
+        except WorkerRefused as exc:
+            raise CommandError(refusal_message(exc, token)) from None
+
+
+def refusal_message(exc: WorkerRefused, token: str | None) -> str:
+    """One line for a refused session (the node may close without a reason)."""
+    if exc.code == CLOSE_UNAUTHENTICATED:
+        if token:
+            return "the node refused the token (4401): check --token or CONVEYOR_TOKEN"
+        return "the node requires authentication (4401): pass --token or set CONVEYOR_TOKEN"
+    return str(exc)
