@@ -32,8 +32,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--dev",
             action="store_true",
-            help="embedded development mode: SQLite and the in-memory layer unless DATABASE_URL/REDIS_URL say "
-            "otherwise, migrations applied, auth off, private webhook targets allowed",
+            help="development mode: the project's own database and channel layer (Conveyor's standalone project: "
+            "SQLite and in-memory unless DATABASE_URL/REDIS_URL say otherwise), migrations applied, auth off, "
+            "private webhook targets allowed",
         )
 
     def handle(self, *args: Any, host: str, port: int, dev: bool, **options: Any) -> None:
@@ -67,7 +68,7 @@ class Command(BaseCommand):
                 # Never echo the URL itself: it may carry a password.
                 same_db = " (with the same DATABASE_URL)" if os.environ.get("DATABASE_URL") else ""
                 self.stdout.write(
-                    f"  no dashboard login yet: create one with `.venv/bin/python manage.py createsuperuser`{same_db}"
+                    f"  no dashboard login yet: create one with `{interpreter()} manage.py createsuperuser`{same_db}"
                 )
             self.stdout.flush()
 
@@ -88,6 +89,13 @@ def mount_prefix() -> str:
             'conveyor.urls is not in this project\'s URLconf: add path("conveyor/", include("conveyor.urls")) '
             "to ROOT_URLCONF (docs/install.md)"
         ) from None
+
+
+def interpreter() -> str:
+    """How to name this Python in a hint: its path when it lives under the
+    current directory (a project's ``.venv/bin/python``), else ``python``."""
+    relative = os.path.relpath(sys.executable)
+    return "python" if relative.startswith("..") or os.path.isabs(relative) else relative
 
 
 def insecure_secret_key() -> bool:
