@@ -125,7 +125,7 @@ def node(checkouts: list[Path]) -> None:
             started = time.monotonic()
             stdlib_enqueue(url, posts)
             # Both runs live equally long, so the node's own timers (sweepers,
-            # Daphne's checks) cost them alike and cancel out.
+            # the server's) cost them alike and cancel out.
             if time.monotonic() - started > NODE_HOLD:
                 raise SystemExit(f"{posts} POSTs took longer than {NODE_HOLD} s under valgrind")
             time.sleep(NODE_HOLD - (time.monotonic() - started))

@@ -7,7 +7,15 @@ from django.core.exceptions import ImproperlyConfigured
 
 # What the app imports beyond Django (the `server` extra); checked up front so
 # a base install (the SDK alone) in a Django project says what to install.
-SERVER_MODULES = ("channels", "daphne", "rest_framework", "drf_spectacular", "psycopg", "croniter", "prometheus_client")
+SERVER_MODULES = (
+    "channels",
+    "uvicorn",
+    "rest_framework",
+    "drf_spectacular",
+    "psycopg",
+    "croniter",
+    "prometheus_client",
+)
 
 
 def require_server_extra() -> None:

@@ -1,4 +1,4 @@
-"""ASGI entry point of the standalone project (``daphne conveyor_site.asgi:application``)."""
+"""ASGI entry point of the standalone project (``uvicorn conveyor_site.asgi:application``)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ Django stack, or a host project's): ``/conveyor.v1.<Service>/<Method>`` goes
 to the runtime, which speaks the Connect protocol (JSON and binary
 protobuf, unary and server streaming) and gRPC-Web; everything else goes
 to *app* unchanged. gRPC itself needs HTTP/2 trailers, which an ASGI server
-without the trailers extension (Daphne) cannot send: such a request gets
+without the trailers extension (uvicorn, the node's) cannot send: such a request gets
 415, as the gRPC spec says for a content type a server does not take.
 """
 

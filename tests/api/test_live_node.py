@@ -1,4 +1,4 @@
-"""The API of a real dev node (``conveyord --dev`` under Daphne) with API tokens set.
+"""The API of a real dev node (``conveyord --dev``) with API tokens set.
 
 What only a running node shows: WebSocket close codes as a real client sees
 them, the node's own event batching reaching /ws/events and SSE, and its

@@ -43,8 +43,8 @@ def declared(requirements: list[str]) -> set[str]:
 
 
 def test_every_package_conveyor_imports_is_a_declared_dependency() -> None:
-    # Installed with the ones declared (Django brings asgiref; daphne, Twisted).
-    allowed = declared(PROJECT["dependencies"] + PROJECT["optional-dependencies"]["server"]) | {"asgiref", "twisted"}
+    # Installed with the ones declared (Django brings asgiref).
+    allowed = declared(PROJECT["dependencies"] + PROJECT["optional-dependencies"]["server"]) | {"asgiref"}
     assert not undeclared(top_level_imports(list((ROOT / "conveyor").rglob("*.py"))), allowed)
 
 
