@@ -14,7 +14,7 @@ from django.db import IntegrityError, connections
 from conveyor.broker import offers
 from conveyor.broker.base import BrokerBase, Then, run_now
 from conveyor.broker.edges import edge_resolution
-from conveyor.broker.rows import new_task, new_tasks, task_values
+from conveyor.broker.rows import NewTask, new_task, new_tasks, task_values
 from conveyor.broker.types import ItemResult, TaskSpec
 from conveyor.broker.validation import check_dependencies, task_fields
 from conveyor.conf import conveyor_settings
@@ -34,7 +34,7 @@ class _Item:
     deps: list[tuple[str, str]]
     id: str
     given_id: bool
-    task: Task | None = None
+    task: NewTask | None = None
     edges: list[TaskDependency] = field(default_factory=list)
 
 
@@ -45,12 +45,11 @@ class EnqueueOps(BrokerBase):
         if one is not None:
             now, fields = one
             if fields["due_at"] <= now:  # (a scheduled task takes no offer)
-                return self._insert_taking_offer(new_ulid(now), fields, now)
+                return self._insert_taking_offer(new_ulid(now), fields, now).model(self.db)
         result = self._store([spec], mode="one")[0]
         if result.error is not None:
             raise result.error
-        assert result.task is not None
-        return result.task
+        return self.as_model(result.task)
 
     def enqueue_batch(self, specs: Sequence[TaskSpec]) -> list[ItemResult]:
         """Store each valid item; report per item. Invalid items change nothing."""
@@ -61,11 +60,16 @@ class EnqueueOps(BrokerBase):
         """Store every item or none; an error names the failing item's index."""
         self._check_batch_size(specs)
         results = self._store(list(specs), mode="tx")
-        return [r.task for r in results if r.task is not None]
+        return [self.as_model(r.task) for r in results if r.task is not None]
+
+    def as_model(self, task: Task | NewTask | None) -> Task:
+        """The ``Task`` instance of an enqueue's result (a new row's record, or a row read back)."""
+        assert task is not None
+        return task.model(self.db) if isinstance(task, NewTask) else task
 
     # -- one INSERT from an event loop (a node's fast path) ------------------
 
-    def one_insert_task(self, spec: TaskSpec) -> Task | None:
+    def one_insert_task(self, spec: TaskSpec) -> NewTask | None:
         """The row a task that is one INSERT would be, or None when it needs
         ``enqueue_one``: an id of the caller's (which may exist already), a
         unique key, dependencies or a group. Bad input raises as
@@ -88,7 +92,7 @@ class EnqueueOps(BrokerBase):
         fields = task_fields(spec, now)
         return None if fields["unique_key"] or fields["group"] else (now, fields)
 
-    async def insert_on(self, conn: Any, task: Task) -> bool:
+    async def insert_on(self, conn: Any, task: NewTask) -> bool:
         """INSERT *task* through a psycopg ``AsyncConnection`` (autocommit, PostgreSQL).
 
         Durable as every enqueue (the session keeps the server's
@@ -117,7 +121,7 @@ class EnqueueOps(BrokerBase):
             offers.set_lease(task, taken)
         return True
 
-    def announce_inserted(self, task: Task) -> ItemResult:
+    def announce_inserted(self, task: NewTask) -> ItemResult:
         """Wakes and events for a task ``insert_on`` stored (it has committed)."""
         self._announce([task], task.enqueued_at, then=run_now)
         return ItemResult(index=0, task=task, created=True)
@@ -392,13 +396,13 @@ class EnqueueOps(BrokerBase):
         else:
             task.state = ready_state(task, now)
 
-    def _insert_taking_offer(self, task_id: str, fields: dict[str, Any], now: datetime) -> Task:
+    def _insert_taking_offer(self, task_id: str, fields: dict[str, Any], now: datetime) -> NewTask:
         """Store one due task of one INSERT in autocommit, taking a node's offer
         if there is one (docs/architecture.md, "Offers"), and announce it.
 
         The statement commits durably by itself; a task that took an offer
         is stored leased and reaches its node as the INSERT commits, so it
-        needs no wake. The model instance is built after the INSERT.
+        needs no wake.
         """
         values = task_values(task_id, {**fields, "state": State.PENDING, "enqueued_at": now, "updated_at": now})
         task = offers.insert_taking_offer(self.store, values, now, self.offer_misses)
@@ -420,7 +424,7 @@ class EnqueueOps(BrokerBase):
         conn.ensure_connection()
         return conn.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
-    def _announce(self, tasks: list[Task], now: datetime, then: Then | None = None) -> None:
+    def _announce(self, tasks: Sequence[Task | NewTask], now: datetime, then: Then | None = None) -> None:
         """The wake, then the events (together: on a node the wake only
         schedules the dispatcher, so its events are in before any lease's)."""
         self.wake_after_commit({t.queue for t in tasks if t.state == State.PENDING}, then=then)
@@ -443,7 +447,7 @@ def _with_index(error: ConveyorError | None, index: int) -> ConveyorError | None
     return error
 
 
-def ready_state(task: Task, now: datetime) -> State:
+def ready_state(task: Task | NewTask, now: datetime) -> State:
     """The state of a task whose dependencies are all satisfied."""
     if task.group:
         return State.AGGREGATING

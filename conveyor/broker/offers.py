@@ -22,7 +22,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from conveyor.broker.rows import task_from_values
+from conveyor.broker.rows import NewTask, task_from_values
 from conveyor.broker.types import LEASED_FIELDS, LeasedTask
 from conveyor.conf import conveyor_settings
 from conveyor.models import Task
@@ -134,18 +134,18 @@ def insert_params(values: list[Any]) -> dict[str, Any]:
 LEASE_FIELDS = ("state", "lease_id", "lease_holder", "lease_expires_at", "started_at")
 
 
-def set_lease(task: Task, values: tuple[Any, ...]) -> None:
+def set_lease(task: Task | NewTask, values: tuple[Any, ...]) -> None:
     """Set *task*'s ``LEASE_FIELDS`` (as ``Take.taken`` gives them, or as read back)."""
     task.state, task.lease_id, task.lease_holder, task.lease_expires_at, task.started_at = values
 
 
-def insert_taking_offer(store: Store, values: list[Any], now: datetime, misses: Misses | None = None) -> Task:
+def insert_taking_offer(store: Store, values: list[Any], now: datetime, misses: Misses | None = None) -> NewTask:
     """INSERT one due task in autocommit, taking an offer of its queue if there
     is one (``Take``; *misses* as there), and return it as stored (durable)."""
     take = Take.of(values, now, misses=misses)
     params = take.params(values) if take is not None else insert_params(values)
     row = store.insert_one(params, take_offer=take is not None)
-    task = task_from_values(values)  # built after the INSERT, off the task's path
+    task = task_from_values(values)
     taken = take.taken(row) if take is not None and row is not None else None
     if taken is not None:
         set_lease(task, taken)

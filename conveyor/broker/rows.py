@@ -1,30 +1,47 @@
-"""New task rows: a ``Task`` instance or its values, made from validated fields.
+"""New task rows: the values of a task about to be stored, as a plain record.
 
-Enqueueing builds one model instance per stored task (the answer, the
-events, the COPY row of a batch); Django's constructor is a large share of
-what a batch costs the producer, so these make instances the way
-unpickling does, from a plan of the model's fields worked out once.
+Enqueueing carries each new task through validation, placement (its state
+from its dependencies), the INSERT or COPY, its events and the answer as a
+``NewTask``: one attribute per column of the task table, no model instance.
+Building a Django model per task would cost a batch more than its COPY;
+like ``LeasedTask`` for the lease, a new row is never saved through the ORM.
+Where a caller is promised a ``Task`` (``Broker.enqueue``, ``ItemResult.task``,
+``enqueue_tx``) one is made from the record with ``Task.from_db``, the way a
+row read back from the database is.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.db.models.base import ModelState
-from django.db.models.signals import post_init, pre_init
-
 from conveyor.models import Task
 
 
+class NewTask:
+    """A new task row: every concrete field's attribute of ``Task``, set at once.
+
+    Reads and writes like a ``Task`` instance (``task.state``,
+    ``task.queue``...), and ``model(db)`` gives the instance itself.
+    """
+
+    def model(self, db: str) -> Task:
+        """This row as a ``Task`` instance of database *db*, as if read back."""
+        return Task.from_db(db, None, [getattr(self, name) for name in _plan().attnames])
+
+    @property
+    def attempt(self) -> int:
+        return self.retried + 1  # type: ignore[attr-defined, no-any-return]
+
+    def __repr__(self) -> str:
+        return f"<NewTask {getattr(self, 'id', '?')} {getattr(self, 'state', '?')}>"
+
+
 class _Plan:
-    """How a new task's attributes are made, worked out once from the model.
+    """How a new row's attributes are made, worked out once from the model.
 
     ``attnames``: every concrete field's attribute, in field order; ``defaults``:
-    each one's default where it is a value; ``fresh``: those whose default
-    is made anew for each task (``dict`` for metadata); ``direct``: whether an
-    instance can be made as unpickling makes one (``__new__``, then its
-    ``__dict__``), that is when no field's attribute is a data descriptor
-    and nothing listens to ``pre_init``/``post_init`` for ``Task``.
+    each one's default where it is a value; ``fresh``: those whose default is
+    made anew for each task (``dict`` for metadata).
     """
 
     def __init__(self) -> None:
@@ -33,7 +50,6 @@ class _Plan:
         self.names = frozenset(self.attnames)
         self.defaults = {f.attname: f.get_default() for f in fields if not (f.has_default() and callable(f.default))}
         self.fresh = [(f.attname, f.default) for f in fields if f.has_default() and callable(f.default)]
-        self.direct = not any(hasattr(type(getattr(Task, name, None)), "__set__") for name in self.attnames)
 
     def values(self, task_id: str, fields: dict[str, Any]) -> dict[str, Any]:
         if not self.names.issuperset(fields):
@@ -57,50 +73,31 @@ def _plan() -> _Plan:
     return _PLAN
 
 
-def new_task(task_id: str, fields: dict[str, Any]) -> Task:
-    """``Task(id=..., **fields)``, several times faster.
-
-    Django's keyword constructor looks every field up by name, asks for its
-    default and sets each attribute in turn; here the attributes are filled
-    in at once, as unpickling a model instance does. Unknown keys are
-    refused as the keyword constructor refuses them. (With a data
-    descriptor on a field, or a ``pre_init``/``post_init`` receiver for
-    ``Task``, the constructor is called instead.)
-    """
-    return new_tasks([(task_id, fields)])[0]
+def _record(values: dict[str, Any]) -> NewTask:
+    row = NewTask()
+    row.__dict__.update(values)
+    return row
 
 
-def new_tasks(rows: list[tuple[str, dict[str, Any]]]) -> list[Task]:
+def new_task(task_id: str, fields: dict[str, Any]) -> NewTask:
+    """The new row of ``Task(id=task_id, **fields)``: every other field at its
+    default. Unknown keys are refused as the model's constructor refuses them."""
+    return _record(_plan().values(task_id, fields))
+
+
+def new_tasks(rows: list[tuple[str, dict[str, Any]]]) -> list[NewTask]:
     """``new_task`` of each (id, fields) pair."""
     plan = _plan()
-    direct = _direct(plan)
-    return [_made(plan, plan.values(task_id, fields), direct) for task_id, fields in rows]
-
-
-def _direct(plan: _Plan) -> bool:
-    """Whether instances can be made directly now (receivers come and go)."""
-    return plan.direct and not (pre_init.has_listeners(Task) or post_init.has_listeners(Task))
-
-
-def _made(plan: _Plan, values: dict[str, Any], direct: bool) -> Task:
-    """A new ``Task`` whose attributes are *values* (every field's, by attname);
-    *direct*: made as unpickling makes one, else by Django's constructor."""
-    if not direct:
-        return Task(*[values[name] for name in plan.attnames])
-    task = Task.__new__(Task)
-    task.__dict__ = values
-    task._state = ModelState()  # a new row: adding, no database yet
-    return task
+    return [_record(plan.values(task_id, fields)) for task_id, fields in rows]
 
 
 def task_values(task_id: str, fields: dict[str, Any]) -> list[Any]:
-    """The attribute values of a new task row, in field order (``Task(*values)``)."""
+    """The attribute values of a new task row, in field order."""
     plan = _plan()
     values = plan.values(task_id, fields)
     return [values[name] for name in plan.attnames]
 
 
-def task_from_values(values: list[Any]) -> Task:
-    """``Task(*values)`` (*values* in field order, as ``task_values`` gives them), as ``new_task`` makes one."""
-    plan = _plan()
-    return _made(plan, dict(zip(plan.attnames, values, strict=True)), _direct(plan))
+def task_from_values(values: list[Any]) -> NewTask:
+    """The row whose attribute values (in field order, as ``task_values`` gives them) are *values*."""
+    return _record(dict(zip(_plan().attnames, values, strict=True)))

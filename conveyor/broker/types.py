@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from conveyor.store.base import LEASED_FIELDS
 
 if TYPE_CHECKING:
+    from conveyor.broker.rows import NewTask
     from conveyor.exceptions import ConveyorError
     from conveyor.models import Task
 
@@ -59,10 +60,15 @@ class TaskSpec:
 
 @dataclass
 class ItemResult:
-    """One item of a batch: the stored task, or the error that refused it."""
+    """One item of a batch: the stored task, or the error that refused it.
+
+    *task* is the row as stored: a ``NewTask`` record when this enqueue
+    stored it (``created``), a ``Task`` read back when its id existed; both
+    read alike, and ``Broker.as_model`` gives the ``Task`` of either.
+    """
 
     index: int
-    task: Task | None = None
+    task: Task | NewTask | None = None
     error: ConveyorError | None = None
     created: bool = False
 

@@ -1,4 +1,5 @@
-"""The fast Task constructor of the enqueue path builds what Django's would."""
+"""The enqueue path's new-row record holds what Django's constructor would set,
+and becomes a ``Task`` instance through the model's public ``from_db``."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ from datetime import UTC, datetime
 import pytest
 
 from conveyor.broker.offers import insert_params
-from conveyor.broker.rows import new_task, task_from_values, task_values
+from conveyor.broker.rows import NewTask, new_task, task_from_values, task_values
 from conveyor.models import Task
 from conveyor.store import cell, task_columns
 
 
-def _values(task: Task) -> dict:
+def _values(task: Task | NewTask) -> dict:
     return {f.attname: getattr(task, f.attname) for f in Task._meta.concrete_fields}
 
 
@@ -37,13 +38,17 @@ def test_unknown_fields_are_refused_like_the_keyword_constructor():
         new_task("x", {"bogus": 1})
 
 
-def test_an_instance_made_directly_is_a_new_unsaved_row_like_the_constructors():
-    fields = {"queue": "q", "type": "t", "metadata": {"k": "v"}}
-    made, built = new_task("id1", fields), Task(id="id1", **fields)
-    assert made.pk == "id1"
-    assert (made._state.adding, made._state.db) == (True, None)
-    assert set(vars(made)) == set(vars(built))
-    assert made.get_deferred_fields() == set()
+def test_the_record_is_not_a_model_instance_and_its_model_is_a_stored_row():
+    fields = {"queue": "q", "type": "t", "metadata": {"k": "v"}, "retried": 2}
+    row = new_task("id1", fields)
+    assert not isinstance(row, Task)
+    assert row.attempt == 3
+
+    task = row.model("default")
+    assert isinstance(task, Task)
+    assert _values(task) == _values(row)
+    assert (task._state.adding, task._state.db) == (False, "default")  # as Model.from_db leaves it
+    assert task.get_deferred_fields() == set()
 
 
 def test_values_in_field_order_give_the_same_task():
@@ -53,44 +58,20 @@ def test_values_in_field_order_give_the_same_task():
         task_from_values(task_values("id1", fields)[:-1])  # a value missing
 
 
-def test_a_pre_init_receiver_for_task_is_still_called():
-    from django.db.models.signals import post_init, pre_init
+def test_the_model_made_from_a_record_calls_init_receivers():
+    from django.db.models.signals import post_init
 
     seen = []
 
-    def receiver(sender, **kwargs):
-        seen.append(sender)
+    def receiver(sender, instance, **kwargs):
+        seen.append(instance.queue)
 
-    for signal in (pre_init, post_init):
-        signal.connect(receiver, sender=Task, weak=False)
-        try:
-            task = new_task("id1", {"queue": "q"})
-        finally:
-            signal.disconnect(receiver, sender=Task)
-        assert seen == [Task]
-        assert task.queue == "q"
-        seen.clear()
-
-
-def test_a_field_behind_a_data_descriptor_is_set_through_the_constructor(monkeypatch):
-    from conveyor.broker import rows
-
-    class Upper:  # a descriptor that changes what is set, as some field types do
-        def __get__(self, instance, owner):
-            return self if instance is None else instance.__dict__["queue"]
-
-        def __set__(self, instance, value):
-            instance.__dict__["queue"] = value.upper()
-
-    monkeypatch.setattr(Task, "queue", Upper(), raising=False)
-    monkeypatch.setattr(rows, "_PLAN", None)  # worked out again, with the descriptor in place
+    post_init.connect(receiver, sender=Task, weak=False)
     try:
-        assert rows._plan().direct is False
-        assert new_task("id1", {"queue": "q"}).queue == "Q"
+        new_task("id1", {"queue": "q"}).model("default")
     finally:
-        monkeypatch.undo()
-        rows._PLAN = None
-    assert rows._plan().direct is True
+        post_init.disconnect(receiver, sender=Task)
+    assert seen == ["q"]
 
 
 @pytest.mark.parametrize("metadata", [{}, {"k": "v", "n": 1}], ids=["empty metadata", "metadata"])
