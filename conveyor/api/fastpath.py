@@ -99,8 +99,9 @@ class EnqueueFastPath:
         content_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
         if content_type != b"application/json":
             return None
-        # A browser session (cookie, no bearer token) goes through Django for CSRF.
-        if b"cookie" in headers and b"authorization" not in headers:
+        # A browser session (cookie, no bearer token) goes through Django for
+        # CSRF, and a page's request (Origin) for the same-site rule.
+        if b"origin" in headers or (b"cookie" in headers and b"authorization" not in headers):
             return None
         return kind
 

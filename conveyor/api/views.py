@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from rest_framework.authentication import SessionAuthentication
-from rest_framework.exceptions import ParseError
+from rest_framework.exceptions import ParseError, PermissionDenied, UnsupportedMediaType
 from rest_framework.parsers import JSONParser
 from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
 from rest_framework.views import APIView
 
 from conveyor.api.auth import BearerTokenAuthentication, ConveyorAccess
 from conveyor.api.errors import exception_handler
+from conveyor.api.origin import cross_site_refusal, media_type
 from conveyor.api.schemas import ConveyorSchema
 
 
@@ -37,6 +38,18 @@ class ApiView(APIView):
     authentication_classes = [BearerTokenAuthentication, SessionAuthentication]
     permission_classes = [ConveyorAccess]
     schema = ConveyorSchema()
+
+    def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
+        # Before authentication: another site's page is refused whoever it
+        # is logged in as, and on a node with no tokens at all.
+        meta = request.META
+        content_type = meta.get("CONTENT_TYPE")
+        refusal = cross_site_refusal(request.method, meta.get("HTTP_ORIGIN"), meta.get("HTTP_HOST"), content_type)
+        if refusal is not None and refusal.status == 403:
+            raise PermissionDenied(refusal.message)
+        if refusal is not None:
+            raise UnsupportedMediaType(media_type(content_type), refusal.message)
+        super().initial(request, *args, **kwargs)
 
     def get_exception_handler(self) -> Any:
         return exception_handler

@@ -11,6 +11,7 @@ without the trailers extension (uvicorn, the node's) cannot send: such a request
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -20,6 +21,7 @@ from connectrpc.compat import google_protobuf_binary_codec
 from connectrpc.errors import ConnectError
 from connectrpc.request import RequestContext
 
+from conveyor.api.origin import Refusal, media_type, scope_refusal
 from conveyor.conf import conveyor_settings
 from conveyor.connect.admin import ADMIN_SERVICE, READS
 from conveyor.connect.convert import refuse_nul
@@ -33,6 +35,8 @@ ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 PREFIX = "/conveyor.v1."
 READ_MAX_BYTES = 8 * 1024 * 1024  # as the REST enqueue path's body limit
 GRPC_TYPES = ("application/grpc", "application/grpc+")
+ACCEPT_POST = (b"accept-post", b"application/json, application/proto, application/grpc-web")
+CODECS = "application/json or application/proto"
 
 
 async def in_db_thread(fn: Callable[[Any], Any], request: Any) -> Any:
@@ -128,13 +132,40 @@ class ConnectMount:
             self._services = services()  # at the first call: settings and apps are ready by then
         service = path[len(self.root) :].partition("/")[2].partition("/")[0]
         target = self._services.get(f"/{service}")
+        refusal = connect_refusal(scope)
         if target is None:
             await respond(send, 404)
+        elif refusal is not None:
+            await respond_error(send, refusal)
         elif grpc_without_trailers(scope):
-            await respond(send, 415, [(b"accept-post", b"application/json, application/proto, application/grpc-web")])
+            await respond(send, 415, [ACCEPT_POST])
         else:
             # The runtime strips the root path from the path to find the method.
             await target(dict(scope, root_path=scope.get("root_path", "") + self.root), receive, send)
+
+
+def connect_refusal(scope: dict[str, Any]) -> Refusal | None:
+    """Another site's page (conveyor.api.origin), or a body with no Connect content type."""
+    refusal = scope_refusal(scope, accepted=CODECS)
+    if refusal is not None:
+        return refusal
+    content_type = dict(scope.get("headers") or []).get(b"content-type", b"").decode("latin1")
+    if scope.get("method") == "POST" and not media_type(content_type):
+        # What a page's fetch() of an untyped body sends; the runtime would
+        # refuse it too, with no body saying why.
+        return Refusal(415, f"a Connect request needs a Content-Type: {CODECS}")
+    return None
+
+
+async def respond_error(send: Any, refusal: Refusal) -> None:
+    """A Connect error body; a refused content type also gets the Accept-Post the protocol asks for."""
+    code = Code.PERMISSION_DENIED if refusal.status == 403 else Code.INVALID_ARGUMENT
+    body = json.dumps({"code": code.value, "message": refusal.message}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if refusal.status == 415:
+        headers.append(ACCEPT_POST)
+    await send({"type": "http.response.start", "status": refusal.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def grpc_without_trailers(scope: dict[str, Any]) -> bool:
