@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from datetime import UTC, datetime
 from typing import Any
@@ -71,6 +72,7 @@ class WebSocketGateway(Gateway):
         """The node is stopping: give tasks back, ask the worker to reconnect elsewhere."""
         self.node.unregister_gateway(self)
         await self.release_all()
+        await self.consumer.forget_session()
         await self.consumer.close(code=p.CLOSE_SERVICE_RESTART)
 
 
@@ -98,6 +100,7 @@ class WorkerConsumer(AsyncWebsocketConsumer):
         self._timers: list[asyncio.TimerHandle] = []
         self._ping: asyncio.TimerHandle | None = None
         self._ended = False
+        self._session_row: asyncio.Task[None] | None = None  # the cluster view's row, being written
         await self.accept()
         if self.node is None or self.node.stopping:
             await self._refuse(p.CLOSE_SERVICE_RESTART, "unavailable", "this node is not serving workers")
@@ -234,7 +237,7 @@ class WorkerConsumer(AsyncWebsocketConsumer):
         self.gateway = WebSocketGateway(self, node, session_id, hello)
         node.register_gateway(self.gateway)
         client = self.scope.get("client") or ("", 0)
-        node.spawn(
+        self._session_row = node.spawn(
             node.db.run(
                 cluster.add_session,
                 node.id,
@@ -265,6 +268,7 @@ class WorkerConsumer(AsyncWebsocketConsumer):
         if gateway is not None:
             self.node.unregister_gateway(gateway)  # type: ignore[union-attr]
             await gateway.release_all()
+            await self.forget_session()
         await self._refuse(p.CLOSE_PROTOCOL_ERROR, "invalid_frame", message)
 
     # -- endings -----------------------------------------------------------------------
@@ -287,4 +291,20 @@ class WorkerConsumer(AsyncWebsocketConsumer):
                 # due again at once, but the attempt counts, so a task that
                 # kills its worker cannot loop forever.
                 await gateway.fail_all()
-        await node.db.run(cluster.remove_session, gateway.key)
+        await self.forget_session()
+
+    async def forget_session(self) -> None:
+        """Take the session out of the cluster view (once).
+
+        The row's insert runs on a database thread of its own: it is waited
+        for first, or a delete that overtook it would leave a ghost listed
+        for as long as the node lives. A server-initiated close calls this
+        before it sends the close frame, so a worker that saw the close
+        never finds its session still listed.
+        """
+        row, self._session_row = self._session_row, None
+        if row is None or self.gateway is None or self.node is None:
+            return
+        with contextlib.suppress(Exception):  # a failed insert left nothing to delete
+            await row
+        await self.node.db.run(cluster.remove_session, self.gateway.key)
