@@ -9,6 +9,7 @@ may send them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -16,9 +17,17 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema_field
 from rest_framework import serializers as s
 
+from conveyor.broker import request
+
 STATES = ["scheduled", "pending", "active", "retry", "completed", "archived", "canceled", "aggregating", "blocked"]
-QUEUE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
-TASK_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$"
+
+
+def _pattern(regex: str) -> str:
+    return regex.replace("\\Z", "$")  # OpenAPI's patterns are ECMA regexes: no \Z
+
+
+QUEUE_PATTERN = _pattern(request.TASK_FIELDS["queue"].pattern or "")
+TASK_ID_PATTERN = _pattern(request.TASK_FIELDS["id"].pattern or "")
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 # A query filter: empty means "any".
 OPTIONAL_QUEUE = {"type": "string", "pattern": r"^([A-Za-z0-9][A-Za-z0-9._-]*)?$", "maxLength": 100}
@@ -67,41 +76,50 @@ def queue_field(**kwargs: Any) -> s.Field:
     return s.RegexField(QUEUE_PATTERN, max_length=100, **kwargs)
 
 
-class DependencyItem(s.Serializer):
-    task_id = s.RegexField(TASK_ID_PATTERN, max_length=100)
-    on_failure = opt(s.ChoiceField, choices=["block", "continue", "cascade_cancel"], help_text="default block")
+def _text(field: request.Field, **kwargs: Any) -> s.Field:
+    if field.required:
+        return s.CharField(max_length=field.max_length, help_text=field.help, **kwargs)
+    return opt(s.CharField, max_length=field.max_length, help_text=field.help, **kwargs)
 
 
-class RetryPolicy(s.Serializer):
-    kind = opt(s.ChoiceField, choices=["exponential", "linear", "fixed"], help_text="default exponential")
-    base = PositiveDuration(required=False, help_text="default 2s")
-    cap = PositiveDuration(required=False, help_text="default 15m")
+def _name(field: request.Field) -> s.Field:
+    regex, length, text = _pattern(field.pattern or ""), field.max_length, field.help
+    if field.required:
+        return s.RegexField(regex, max_length=length, help_text=text)
+    return opt(s.RegexField, regex=regex, max_length=length, help_text=text)
 
 
-class EnqueueRequest(s.Serializer):
-    type = s.CharField(max_length=200, help_text="task type, the handler's routing key")
-    queue = opt(s.RegexField, regex=QUEUE_PATTERN, max_length=100, help_text="default: default")
-    id = opt(s.RegexField, regex=TASK_ID_PATTERN, max_length=100, help_text="your id; re-sending it is idempotent")
-    json = s.JSONField(required=False, allow_null=True, help_text="a JSON payload (any JSON value)")
-    payload = opt(s.CharField, help_text="base64 bytes (instead of json)")
-    content_type = opt(s.CharField, help_text="application/json for json; application/octet-stream for payload")
-    priority = opt(s.IntegerField, min_value=0, max_value=9, help_text="1 lowest .. 9 highest; 0 or absent: 4")
-    max_retry = opt(s.IntegerField, min_value=0, max_value=10000, help_text="default 25")
-    process_at = opt(s.DateTimeField, help_text="RFC 3339; not with process_in")
-    process_in = Duration(required=False, help_text="delay; not with process_at")
-    expires_at = opt(s.DateTimeField, help_text="archive unless dispatched by then")
-    expires_in = PositiveDuration(required=False)
-    unique_key = opt(s.CharField, max_length=255)
-    unique_ttl = PositiveDuration(required=False, help_text="needs unique_key or unique")
-    unique = opt(s.BooleanField, help_text="derive the unique key from type and payload")
-    group = opt(s.CharField, max_length=200, help_text="aggregation group")
-    concurrency_key = opt(s.CharField, max_length=200)
-    depends_on = DependencyItem(many=True, required=False, allow_null=True, max_length=1000)
-    timeout = PositiveDuration(required=False, help_text="per-attempt running time limit")
-    deadline = opt(s.DateTimeField)
-    retention = Duration(required=False, help_text="keep the completed row this long")
-    retry_policy = RetryPolicy(required=False, allow_null=True)
-    metadata = s.DictField(child=s.CharField(allow_blank=True), required=False, allow_null=True)
+DURATION = 'seconds, or a duration like "30s", "5m", "1h30m", "7d"'
+# The schema of each kind of request field (conveyor/broker/request.py).
+KIND_SCHEMAS: dict[str, Callable[[request.Field], s.Field]] = {
+    "text": _text,
+    "name": _name,
+    "json": lambda f: s.JSONField(required=False, allow_null=True, help_text=f.help),
+    "base64": lambda f: opt(s.CharField, help_text=f.help),
+    "integer": lambda f: opt(s.IntegerField, min_value=f.minimum, max_value=f.maximum, help_text=f.help),
+    "choice": lambda f: opt(s.ChoiceField, choices=list(f.choices), help_text=f.help),
+    "time": lambda f: opt(s.DateTimeField, help_text=f.help),
+    "duration": lambda f: Duration(required=False, help_text=f"{f.help}: {DURATION}"),
+    "positive_duration": lambda f: PositiveDuration(required=False, help_text=f"{f.help}: {DURATION}"),
+    "boolean": lambda f: opt(s.BooleanField, help_text=f.help),
+    "dependencies": lambda f: DependencyItem(
+        many=True, required=False, allow_null=True, max_length=f.max_items, help_text=f.help
+    ),
+    "retry_policy": lambda f: RetryPolicy(required=False, allow_null=True, help_text=f.help),
+    "metadata": lambda f: s.DictField(
+        child=s.CharField(allow_blank=True), required=False, allow_null=True, help_text=f.help
+    ),
+}
+
+
+def serializer(name: str, fields: tuple[request.Field, ...]) -> type[s.Serializer]:
+    """The serializer drf-spectacular describes a request object by, made from its definition."""
+    return type(name, (s.Serializer,), {f.name: KIND_SCHEMAS[f.kind](f) for f in fields})
+
+
+DependencyItem = serializer("DependencyItem", request.DEPENDENCY)
+RetryPolicy = serializer("RetryPolicy", request.RETRY_POLICY)
+EnqueueRequest = serializer("EnqueueRequest", request.TASK)
 
 
 class Task(s.Serializer):

@@ -12,20 +12,14 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
+from conveyor.broker import request
 from conveyor.broker.types import CronSpec, Dependency, RetrySpec, TaskSpec, WebhookSpec
 from conveyor.durations import parse_duration
 from conveyor.exceptions import InvalidArgument
-
-TASK_FIELDS = {
-    "type", "queue", "id", "json", "payload", "content_type", "priority", "max_retry", "process_at", "process_in",
-    "expires_at", "expires_in", "unique_key", "unique_ttl", "unique", "group", "concurrency_key", "depends_on",
-    "timeout", "deadline", "retention", "retry_policy", "metadata",
-}  # fmt: skip
-
 
 CRON_FIELDS = {
     "id", "spec", "task_type", "type", "queue", "json", "payload", "content_type", "timezone", "options", "paused",
@@ -125,61 +119,68 @@ def parse_payload(data: dict[str, Any]) -> tuple[bytes, str]:
     return b"", content_type or "application/json"
 
 
-def parse_dependencies(value: Any) -> list[Dependency]:
+def parse_dependencies(value: Any, field: str = "depends_on") -> list[Dependency]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise InvalidArgument("depends_on", "must be a list")
+        raise InvalidArgument(field, "must be a list")
     deps = []
     for i, item in enumerate(value):
         if isinstance(item, str):
             deps.append(Dependency(item))
         elif isinstance(item, dict):
-            only_fields(item, ("task_id", "on_failure"), f"depends_on[{i}]")
+            only_fields(item, request.names(request.DEPENDENCY), f"{field}[{i}]")
             deps.append(Dependency(item.get("task_id"), item.get("on_failure") or "block"))  # type: ignore[arg-type]
         else:
-            raise InvalidArgument(f"depends_on[{i}]", "must be a task id or {task_id, on_failure}")
+            raise InvalidArgument(f"{field}[{i}]", "must be a task id or {task_id, on_failure}")
     return deps
 
 
-def parse_retry_policy(value: Any) -> RetrySpec | None:
+def parse_retry_policy(value: Any, field: str = "retry_policy") -> RetrySpec | None:
     if value is None:
         return None
-    data = only_fields(require_object(value, "retry_policy"), ("kind", "base", "cap"), "retry_policy")
-    return RetrySpec(
-        kind=data.get("kind"),
-        base=parse_seconds(data.get("base"), "retry_policy.base"),
-        cap=parse_seconds(data.get("cap"), "retry_policy.cap"),
-    )
+    data = only_fields(require_object(value, field), request.names(request.RETRY_POLICY), field)
+    return RetrySpec(**_read(request.RETRY_POLICY, data, f"{field}."))
+
+
+def _as_given(value: Any, field: str) -> Any:
+    return value  # the broker checks it (and names the field)
+
+
+def _or_absent(value: Any, field: str) -> Any:
+    return None if value is None or value == "" else value  # the broker checks the rest
+
+
+# How each kind of request field (conveyor/broker/request.py) is read from JSON.
+READERS: dict[str, Callable[[Any, str], Any]] = {
+    "text": _or_absent,
+    "name": optional_text,
+    "integer": _as_given,
+    "choice": _as_given,
+    "time": parse_time,
+    "duration": parse_seconds,
+    "positive_duration": parse_seconds,
+    "boolean": parse_bool,
+    "dependencies": parse_dependencies,
+    "retry_policy": parse_retry_policy,
+    "metadata": _as_given,
+}
+# Read together by ``parse_payload``: the body and its content type.
+PAYLOAD_FIELDS = ("json", "payload", "content_type")
+_TASK_VALUES = tuple(f for f in request.TASK if f.name not in PAYLOAD_FIELDS)
+
+
+def _read(fields: Iterable[request.Field], data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Each field's value in *data*, read by its kind (absent keys read as null)."""
+    return {f.name: READERS[f.kind](data.get(f.name), prefix + f.name) for f in fields}
 
 
 def parse_task(data: Any) -> TaskSpec:
-    data = only_fields(require_object(data), TASK_FIELDS)
+    data = only_fields(require_object(data), request.TASK_FIELDS)
     payload, content_type = parse_payload(data)
-    return TaskSpec(
-        type=data.get("type"),  # type: ignore[arg-type]
-        queue=optional_text(data.get("queue"), "queue") or "default",
-        id=optional_text(data.get("id"), "id"),
-        payload=payload,
-        content_type=content_type,
-        priority=data.get("priority"),
-        max_retry=data.get("max_retry"),
-        process_at=parse_time(data.get("process_at"), "process_at"),
-        process_in=parse_seconds(data.get("process_in"), "process_in"),
-        expires_at=parse_time(data.get("expires_at"), "expires_at"),
-        expires_in=parse_seconds(data.get("expires_in"), "expires_in"),
-        unique_key=data.get("unique_key") or None,
-        unique_ttl=parse_seconds(data.get("unique_ttl"), "unique_ttl"),
-        unique=parse_bool(data.get("unique"), "unique"),
-        group=data.get("group") or None,
-        concurrency_key=data.get("concurrency_key") or None,
-        depends_on=parse_dependencies(data.get("depends_on")),
-        timeout=parse_seconds(data.get("timeout"), "timeout"),
-        deadline=parse_time(data.get("deadline"), "deadline"),
-        retention=parse_seconds(data.get("retention"), "retention"),
-        retry_policy=parse_retry_policy(data.get("retry_policy")),
-        metadata=data.get("metadata"),
-    )
+    values = _read(_TASK_VALUES, data)
+    values["queue"] = values["queue"] or "default"
+    return TaskSpec(payload=payload, content_type=content_type, **values)
 
 
 def parse_task_list(data: Any) -> list[Any]:

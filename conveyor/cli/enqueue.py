@@ -7,10 +7,12 @@ import json
 from typing import Any
 
 from conveyor.api import render
-from conveyor.broker import get_broker, parse
+from conveyor.broker import get_broker, parse, request
 from conveyor.cli.common import TASK_COLUMNS, pairs, read_file, task_row, to_int, to_json, verb
 from conveyor.exceptions import InvalidArgument
 
+# Each flag's help is its field's in the request's definition (conveyor/broker/request.py).
+HELP = {f.name: f.help for f in request.TASK}
 # API fields whose flag is spelled differently.
 FIELD_FLAGS = {
     "json": "--json-payload",
@@ -25,26 +27,26 @@ FIELD_FLAGS = {
 def register(subparsers: Any) -> None:
     p = verb(subparsers, "enqueue", enqueue, "enqueue one task", FIELD_FLAGS)
     p.add_argument("type", help="task type, e.g. email:send")
-    p.add_argument("--queue", default="default", help="queue name (default: default)")
-    p.add_argument("--id", help="task id (default: a new ULID); an existing id returns the stored task")
+    p.add_argument("--queue", default="default", help=HELP["queue"])
+    p.add_argument("--id", help=HELP["id"])
     body = p.add_mutually_exclusive_group()
     body.add_argument("--json-payload", metavar="JSON", help="payload as a JSON value")
     body.add_argument("--payload-file", metavar="FILE", help="payload bytes from a file (- for stdin)")
-    p.add_argument("--content-type", help="payload content type (default: application/json when the payload is JSON)")
-    p.add_argument("--priority", metavar="1-9", help="1 lowest .. 9 highest (default 4)")
-    p.add_argument("--max-retry", metavar="N", help="retries after the first attempt (default 25)")
-    p.add_argument("--process-in", metavar="DURATION", help="delay, e.g. 30s, 5m")
-    p.add_argument("--process-at", metavar="TIME", help="due time, RFC 3339 (e.g. 2026-07-09T13:00:00Z)")
-    p.add_argument("--expires-in", metavar="DURATION", help="archive unless dispatched within this")
-    p.add_argument("--expires-at", metavar="TIME", help="archive unless dispatched by then")
-    p.add_argument("--timeout", metavar="DURATION", help="per-attempt running time limit")
-    p.add_argument("--deadline", metavar="TIME", help="absolute running deadline")
-    p.add_argument("--retention", metavar="DURATION", help="keep the completed row this long")
-    p.add_argument("--unique-key", metavar="KEY", help="refuse while another live task holds this key")
-    p.add_argument("--unique", action="store_true", help="derive the unique key from type and payload")
-    p.add_argument("--unique-ttl", metavar="DURATION", help="the key's claim lapses after this")
-    p.add_argument("--group", help="aggregation group (the task waits to be delivered in a batch)")
-    p.add_argument("--concurrency-key", metavar="KEY", help="key for the queue's per-key concurrency limit")
+    p.add_argument("--content-type", help=HELP["content_type"])
+    p.add_argument("--priority", metavar="1-9", help=HELP["priority"])
+    p.add_argument("--max-retry", metavar="N", help=HELP["max_retry"])
+    p.add_argument("--process-in", metavar="DURATION", help=HELP["process_in"])
+    p.add_argument("--process-at", metavar="TIME", help=HELP["process_at"])
+    p.add_argument("--expires-in", metavar="DURATION", help=HELP["expires_in"])
+    p.add_argument("--expires-at", metavar="TIME", help=HELP["expires_at"])
+    p.add_argument("--timeout", metavar="DURATION", help=HELP["timeout"])
+    p.add_argument("--deadline", metavar="TIME", help=HELP["deadline"])
+    p.add_argument("--retention", metavar="DURATION", help=HELP["retention"])
+    p.add_argument("--unique-key", metavar="KEY", help=HELP["unique_key"])
+    p.add_argument("--unique", action="store_true", help=HELP["unique"])
+    p.add_argument("--unique-ttl", metavar="DURATION", help=HELP["unique_ttl"])
+    p.add_argument("--group", help=HELP["group"])
+    p.add_argument("--concurrency-key", metavar="KEY", help=HELP["concurrency_key"])
     p.add_argument("--depends-on", metavar="ID", nargs="+", action="extend", help="run after these tasks (repeatable)")
     p.add_argument(
         "--on-failure",
@@ -52,7 +54,9 @@ def register(subparsers: Any) -> None:
         default="block",
         help="when a dependency fails: block (default), continue or cascade_cancel",
     )
-    p.add_argument("--metadata", metavar="KEY=VALUE", action="append", help="string metadata (repeatable)")
+    p.add_argument(
+        "--metadata", metavar="KEY=VALUE", action="append", help=HELP["metadata"] + ", KEY=VALUE (repeatable)"
+    )
     p.add_argument("--retry-policy", metavar="KIND", help="exponential (default), linear or fixed")
     p.add_argument("--retry-base", metavar="DURATION", help="backoff base (default 2s)")
     p.add_argument("--retry-cap", metavar="DURATION", help="backoff cap (default 15m)")
