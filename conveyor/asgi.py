@@ -21,7 +21,6 @@ def build_application() -> Any:
 
     from channels.routing import ProtocolTypeRouter
     from django.apps import apps
-    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
     from conveyor.api.fastpath import EnqueueFastPath
     from conveyor.conf import conveyor_settings
@@ -32,7 +31,7 @@ def build_application() -> Any:
 
     http = django_asgi
     if apps.is_installed("django.contrib.staticfiles"):
-        http = ASGIStaticFilesHandler(http)  # the dashboard's assets, served by the node itself
+        http = static_files(http)  # the dashboard's assets, served by the node itself
     # One-by-one enqueue skips Django's per-request overhead.
     http = EnqueueFastPath(http, prefix=prefix())
     # The conveyor.v1 Connect services (/<prefix>conveyor.v1.*), on Connect's runtime.
@@ -40,6 +39,27 @@ def build_application() -> Any:
     if conveyor_settings.ACCESS_LOG:
         http = AccessLog(http)
     return ProtocolTypeRouter({"http": http, "websocket": conveyor_websockets()})
+
+
+def static_files(app: Any) -> Any:
+    """Django's static files handler, answering 404 for a path that leaves the static roots.
+
+    Django's finders raise ``SuspiciousFileOperation`` for ``/static/../x``
+    (and ``ValueError`` for a NUL in the path), which the handler, unlike a
+    view, does not turn into a response: the client got a 500.
+    """
+    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+    from django.core.exceptions import SuspiciousFileOperation
+    from django.http import Http404
+
+    class StaticFiles(ASGIStaticFilesHandler):
+        def serve(self, request: Any) -> Any:
+            try:
+                return super().serve(request)
+            except (SuspiciousFileOperation, ValueError):
+                raise Http404("no such static file") from None
+
+    return StaticFiles(app)
 
 
 def __getattr__(name: str) -> Any:

@@ -10,15 +10,18 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 from conveyor.exceptions import InvalidArgument
+
+# Where the "does it ever fire" search starts: a leap year's first day.
+NEVER_CHECK_FROM = datetime(2024, 1, 1, tzinfo=UTC)
 
 
 def check_timezone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name or "UTC")
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a file name
         raise InvalidArgument("timezone", f"unknown time zone {name!r}") from None
 
 
@@ -31,6 +34,11 @@ def check_spec(spec: str) -> str:
         raise InvalidArgument("spec", "must have 5 fields (minute first) or 6 (seconds first)")
     if not croniter.is_valid(spec, second_at_beginning=len(fields) == 6):
         raise InvalidArgument("spec", f"invalid cron spec {spec!r}")
+    try:
+        # A valid spec may name no date at all (0 0 31 2 *: February 31st).
+        croniter(spec, NEVER_CHECK_FROM, second_at_beginning=len(fields) == 6).get_next(datetime)
+    except CroniterBadDateError:
+        raise InvalidArgument("spec", f"{spec!r} never fires: no date matches it") from None
     return spec
 
 

@@ -132,6 +132,16 @@ class ReadOnly(PermissionDenied):
         super().__init__("the server is in read-only mode")
 
 
+class Unavailable(ConveyorError):
+    """The database cannot be reached or gave up on the statement: nothing was
+    stored, and the same request may be sent again after ``retry_after`` seconds."""
+
+    code = "unavailable"
+    http_status = 503
+    connect_code = "unavailable"
+    retry_after = 2
+
+
 # Connect protocol: error code -> HTTP status (connectrpc.com/docs/protocol).
 CONNECT_HTTP_STATUS = {
     "canceled": 499,

@@ -8,7 +8,7 @@ from rest_framework.exceptions import APIException, NotAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from conveyor.exceptions import ConveyorError, InvalidArgument
+from conveyor.exceptions import ConveyorError, InvalidArgument, Unavailable
 
 
 def error_body(exc: ConveyorError) -> dict[str, Any]:
@@ -29,9 +29,33 @@ DRF_CODES = {
 }
 
 
+def database_unavailable(exc: BaseException) -> Unavailable | None:
+    """The error a request meets while PostgreSQL is down or restarting, as ``Unavailable``.
+
+    Django wraps the driver's errors (``django.db.OperationalError``); the
+    node's own connections raise psycopg's (a pool that cannot connect
+    raises ``PoolTimeout``, an ``OperationalError`` too).
+    """
+    import psycopg
+    from django import db
+
+    if isinstance(exc, (db.OperationalError, db.InterfaceError, psycopg.OperationalError, psycopg.InterfaceError)):
+        return Unavailable(f"the database is unavailable, nothing was changed: try again ({one_line(exc)})")
+    return None
+
+
+def one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:200] or type(exc).__name__
+
+
+def retry_headers(exc: ConveyorError) -> dict[str, str]:
+    return {"Retry-After": str(exc.retry_after)} if isinstance(exc, Unavailable) else {}
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    exc = database_unavailable(exc) or exc
     if isinstance(exc, ConveyorError):
-        return Response(error_body(exc), status=exc.http_status)
+        return Response(error_body(exc), status=exc.http_status, headers=retry_headers(exc))
     response = drf_exception_handler(exc, context)
     if response is not None and isinstance(exc, APIException):
         status = response.status_code

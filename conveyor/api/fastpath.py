@@ -20,7 +20,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 
 from conveyor.api import render
-from conveyor.api.errors import error_body
+from conveyor.api.errors import database_unavailable, error_body, retry_headers
 from conveyor.broker import get_broker, parse
 from conveyor.broker.types import ItemResult
 from conveyor.exceptions import ConveyorError, InvalidArgument
@@ -85,8 +85,14 @@ class EnqueueFastPath:
         else:
             try:
                 status, payload = await _run(kind, data, len(body))
-            except ConveyorError as exc:
-                status, payload = _error(kind, exc)
+            except Exception as exc:
+                error = database_unavailable(exc) or exc
+                if not isinstance(error, ConveyorError):
+                    raise
+                status, payload = _error(kind, error)
+                extra = [(k.lower().encode(), v.encode()) for k, v in retry_headers(error).items()]
+                await _respond(send, status, payload, extra)
+                return
         await _respond(send, status, payload)
 
     def _route(self, scope: dict[str, Any]) -> str | None:

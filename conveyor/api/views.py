@@ -14,6 +14,7 @@ from conveyor.api.auth import BearerTokenAuthentication, ConveyorAccess
 from conveyor.api.errors import exception_handler
 from conveyor.api.origin import cross_site_refusal, media_type
 from conveyor.api.schemas import ConveyorSchema
+from conveyor.broker.validation import check_storable
 
 
 class StrictJSONParser(JSONParser):
@@ -49,6 +50,14 @@ class ApiView(APIView):
             raise PermissionDenied(refusal.message)
         if refusal is not None:
             raise UnsupportedMediaType(media_type(content_type), refusal.message)
+        # Ids in the path and filters in the query go to the database as
+        # they are: one PostgreSQL cannot hold is a 400 naming it, not a 500.
+        for name, value in kwargs.items():
+            if isinstance(value, str):
+                check_storable(value, name)
+        for name, values in request.query_params.lists():
+            for value in values:
+                check_storable(value, name)
         super().initial(request, *args, **kwargs)
 
     def get_exception_handler(self) -> Any:

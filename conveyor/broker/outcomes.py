@@ -13,7 +13,7 @@ from typing import Any
 
 from conveyor.backoff import RetryPolicy, backoff_delay
 from conveyor.broker.base import BrokerBase, Then, run_now
-from conveyor.broker.validation import check_seconds, check_time
+from conveyor.broker.validation import check_seconds, check_time, scrub_text
 from conveyor.conf import conveyor_settings
 from conveyor.exceptions import InvalidArgument, LeaseLost
 from conveyor.models import Task
@@ -25,7 +25,12 @@ MAX_ERROR_LENGTH = 4000
 
 
 def clip_error(error: str) -> str:
-    error = error or ""
+    """A worker's error as stored: at most MAX_ERROR_LENGTH, and storable.
+
+    The outcome is never refused for its text: a NUL or a lone surrogate
+    becomes U+FFFD, so a retry stays a retry and a skip-retry an archive.
+    """
+    error = scrub_text(error or "")
     return error if len(error) <= MAX_ERROR_LENGTH else error[: MAX_ERROR_LENGTH - 1] + "…"
 
 
@@ -218,7 +223,7 @@ class OutcomeOps(BrokerBase):
         if isinstance(percent, bool) or not isinstance(percent, (int, float)) or percent != percent:
             raise InvalidArgument("percent", "must be a number")
         value = int(max(0, min(100, percent)))
-        if not self.store.set_progress(task_id, lease_id, value, (message or "")[:500]):
+        if not self.store.set_progress(task_id, lease_id, value, scrub_text(message or "")[:500]):
             raise LeaseLost(task_id, lease_id)
 
 

@@ -112,7 +112,11 @@ def parse_payload(data: dict[str, Any]) -> tuple[bytes, str]:
     if "json" in data and data.get("payload") not in (None, ""):
         raise InvalidArgument("json", "give either json or payload, not both")
     if "json" in data:
-        body = json.dumps(data["json"], separators=(",", ":"), ensure_ascii=False).encode()
+        try:
+            body = json.dumps(data["json"], separators=(",", ":"), ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            # A lone surrogate (a \ud800 escape): JSON text must be UTF-8, and it has no encoding.
+            raise InvalidArgument("json", "must not contain lone surrogates") from None
         return body, content_type or "application/json"
     if data.get("payload") not in (None, ""):
         return decode_base64(data["payload"], "payload"), content_type or "application/octet-stream"

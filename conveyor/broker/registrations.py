@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 
 from conveyor.broker.base import BrokerBase
 from conveyor.broker.types import WebhookSpec
-from conveyor.broker.validation import check_int, check_queue_name, check_seconds, check_text
+from conveyor.broker.validation import check_int, check_queue_name, check_seconds, check_storable, check_text
 from conveyor.exceptions import InvalidArgument, NotFound
 from conveyor.models import WebhookRegistration
 
@@ -42,6 +42,7 @@ def check_webhook(spec: WebhookSpec) -> dict[str, Any]:
     for i, secret in enumerate(secrets):
         if not isinstance(secret, str) or not secret or len(secret) > 500:
             raise InvalidArgument(f"secrets[{i}]", "must be a non-empty string of at most 500 characters")
+        check_storable(secret, f"secrets[{i}]")
     batch_types = [check_text(t, "batch_types", 200, required=True) for t in spec.batch_types or ()]
     timeout = None if spec.request_timeout is None else check_seconds(spec.request_timeout, "request_timeout")
     return {

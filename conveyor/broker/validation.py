@@ -23,6 +23,10 @@ QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 # No "/": an id is a path segment of the REST API (/api/v1/tasks/<id>).
 TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*\Z")
 CONTROL = re.compile(r"[\x00-\x1f]")  # characters below 32
+# What no text column can hold: NUL (PostgreSQL's text and jsonb refuse it)
+# and a lone surrogate (not a character: it has no UTF-8 encoding). A JSON
+# body can carry either as an escape (\u0000, \ud800).
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 # Ids that would collide with REST routes under /api/v1/tasks/.
 RESERVED_IDS = ("batch", "tx", "actions")
 ON_FAILURE = ("block", "continue", "cascade_cancel")
@@ -54,6 +58,26 @@ def check_task_id(value: Any, field: str = "id") -> str:
     return value
 
 
+def text_problem(value: str) -> str | None:
+    """Why *value* cannot be stored as text, or None."""
+    found = UNSTORABLE.search(value)
+    if found is None:
+        return None
+    return "must not contain NUL characters" if found.group() == "\x00" else "must not contain lone surrogates"
+
+
+def check_storable(value: str, field: str) -> str:
+    problem = text_problem(value)
+    if problem is not None:
+        raise InvalidArgument(field, problem)
+    return value
+
+
+def scrub_text(value: str) -> str:
+    """*value* with NUL and lone surrogates replaced by U+FFFD: for text that must be kept, not refused."""
+    return UNSTORABLE.sub("\ufffd", value)
+
+
 def check_text(value: Any, field: str, max_len: int, *, required: bool = False) -> str | None:
     if value is None or value == "":
         if required:
@@ -65,7 +89,7 @@ def check_text(value: Any, field: str, max_len: int, *, required: bool = False) 
         raise InvalidArgument(field, f"must be at most {max_len} characters")
     if CONTROL.search(value):
         raise InvalidArgument(field, "must not contain control characters")
-    return value
+    return check_storable(value, field)
 
 
 def check_int(value: Any, field: str, lo: int, hi: int) -> int:
@@ -107,8 +131,12 @@ def check_metadata(value: Any) -> dict[str, str]:
     for key, item in value.items():
         if not isinstance(key, str) or not key or len(key) > 200:
             raise InvalidArgument("metadata", "keys must be non-empty strings of at most 200 characters")
+        problem = text_problem(key)
+        if problem is not None:
+            raise InvalidArgument("metadata", f"keys {problem}")
         if not isinstance(item, str) or len(item) > 4096:
             raise InvalidArgument(f"metadata.{key}", "must be a string of at most 4096 characters")
+        check_storable(item, f"metadata.{key}")
     return dict(value)
 
 

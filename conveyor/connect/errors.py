@@ -14,6 +14,7 @@ from connectrpc.compat import google_protobuf_json_codec
 from connectrpc.errors import ConnectError
 from connectrpc.request import RequestContext
 
+from conveyor.api.errors import database_unavailable, retry_headers
 from conveyor.exceptions import ConveyorError, InvalidArgument
 
 
@@ -78,6 +79,16 @@ def item_error(exc: ConveyorError) -> str:
     return f"{error.code.value}: {error.message}"
 
 
+def as_connect_error(exc: Exception, ctx: RequestContext) -> Exception:
+    """A domain error (or the database's absence) as its Connect error; anything else unchanged."""
+    error = database_unavailable(exc) or exc
+    if not isinstance(error, ConveyorError):
+        return exc
+    for name, value in retry_headers(error).items():
+        ctx.response_headers[name] = value
+    return connect_error(error)
+
+
 class ConveyorErrors:
     """Interceptor: a ``ConveyorError`` from a handler becomes its Connect error."""
 
@@ -86,8 +97,11 @@ class ConveyorErrors:
     ) -> Any:
         try:
             return await call_next(request, ctx)
-        except ConveyorError as exc:
-            raise connect_error(exc) from None
+        except Exception as exc:
+            error = as_connect_error(exc, ctx)
+            if error is exc:
+                raise
+            raise error from None
 
     async def intercept_server_stream(
         self, call_next: Callable[[Any, RequestContext], AsyncIterator[Any]], request: Any, ctx: RequestContext, /
@@ -95,5 +109,8 @@ class ConveyorErrors:
         try:
             async for message in call_next(request, ctx):
                 yield message
-        except ConveyorError as exc:
-            raise connect_error(exc) from None
+        except Exception as exc:
+            error = as_connect_error(exc, ctx)
+            if error is exc:
+                raise
+            raise error from None

@@ -7,7 +7,7 @@ import math
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from conveyor.broker.validation import QUEUE_NAME
+from conveyor.broker.validation import QUEUE_NAME, text_problem
 from conveyor.sdk import protocol as p
 
 if TYPE_CHECKING:
@@ -46,6 +46,17 @@ def check_hello(frame: dict[str, Any]) -> dict[str, Any]:
     for key in ("sdk_version", "min_server_version"):
         if frame.get(key) is not None and not isinstance(frame.get(key), str):
             raise FrameError(f"hello: '{key}' must be a string")
+        if len(frame.get(key) or "") > 64:
+            raise FrameError(f"hello: '{key}' must be at most 64 characters")
+    # Stored in the session row the cluster view lists: a label PostgreSQL
+    # refuses would leave a session that takes tasks but is never listed.
+    texts = [("labels", t) for pair in labels.items() for t in pair]
+    texts += [("batch_types", t) for t in batch_types]
+    texts += [(key, frame.get(key) or "") for key in ("sdk_version", "min_server_version")]
+    for key, text in texts:
+        problem = text_problem(text)
+        if problem is not None:
+            raise FrameError(f"hello: '{key}' {problem}")
     protocol = frame.get("protocol", p.PROTOCOL_VERSION)
     if isinstance(protocol, bool) or not isinstance(protocol, int):
         raise FrameError("hello: 'protocol' must be an integer")

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import uuid
@@ -145,3 +146,34 @@ def cluster(node_env: dict[str, str], mode: str, tmp_path: Path) -> Iterator[Clu
     c = Cluster(node_env, mode == "dev", tmp_path)
     yield c
     c.close()
+
+
+@contextlib.contextmanager
+def module_node(request: pytest.FixtureRequest, mode: str, tmp: Path, **env: str) -> Iterator[NodeProcess]:
+    """One tokenless node for a whole module (dev: SQLite; cluster: a fresh PostgreSQL database + Redis).
+
+    For modules of many small cases against one node, each in queues of its
+    own; *env* adds to the node's environment.
+    """
+    node_env = {**base_env(), **env}
+    database = None
+    if mode == "dev":
+        node_env["DATABASE_URL"] = f"sqlite:///{tmp}/conveyor.sqlite3"
+    else:
+        template = request.getfixturevalue("pg_template")
+        problem = redis_problem(REDIS_URL)
+        if problem:
+            pytest.skip(f"Redis tests skipped: {problem}")
+        database = f"conveyor_e2e_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(_pg_admin_url(), autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {database} TEMPLATE {template}")
+        node_env.update(DATABASE_URL=_with_db(_pg_admin_url(), database), REDIS_URL=REDIS_URL,
+                        CONVEYOR_CHANNEL_PREFIX=f"e2e{uuid.uuid4().hex[:8]}", CONVEYOR_ALLOW_UNAUTHENTICATED="1")  # fmt: skip
+    node = NodeProcess(node_env, dev=mode == "dev", name=f"{mode}-node")
+    try:
+        yield node
+    finally:
+        node.stop()
+        if database is not None:
+            with psycopg.connect(_pg_admin_url(), autocommit=True) as conn:
+                conn.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")

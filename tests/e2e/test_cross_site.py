@@ -15,12 +15,10 @@ import uuid
 from collections.abc import Iterator
 
 import httpx
-import psycopg
 import pytest
 
-from tests.e2e.conftest import REDIS_URL, _pg_admin_url, _with_db, base_env
+from tests.e2e.conftest import module_node
 from tests.e2e.support import NodeProcess
-from tests.services import redis_problem
 
 EVIL = "http://evil.example"
 TRUSTED = "https://dashboard.example"
@@ -30,25 +28,9 @@ HOOK = {"name": "stolen", "url": "https://evil.example/hook", "queues": {"defaul
 
 @pytest.fixture(scope="module", params=["dev", "cluster"])
 def node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
-    env = {**base_env(), "DJANGO_CSRF_TRUSTED_ORIGINS": TRUSTED}
-    database = None
-    if request.param == "dev":
-        env["DATABASE_URL"] = f"sqlite:///{tmp_path_factory.mktemp('cross-site')}/x.sqlite3"
-    else:
-        template = request.getfixturevalue("pg_template")
-        if redis_problem(REDIS_URL):
-            pytest.skip(f"Redis tests skipped: {redis_problem(REDIS_URL)}")
-        database = f"conveyor_e2e_xsite_{uuid.uuid4().hex[:8]}"
-        with psycopg.connect(_pg_admin_url(), autocommit=True) as conn:
-            conn.execute(f"CREATE DATABASE {database} TEMPLATE {template}")
-        env.update(DATABASE_URL=_with_db(_pg_admin_url(), database), REDIS_URL=REDIS_URL,
-                   CONVEYOR_CHANNEL_PREFIX=f"xs{uuid.uuid4().hex[:8]}", CONVEYOR_ALLOW_UNAUTHENTICATED="1")  # fmt: skip
-    proc = NodeProcess(env, dev=request.param == "dev", name=f"cross-site-{request.param}")
-    yield proc
-    proc.stop()
-    if database is not None:
-        with psycopg.connect(_pg_admin_url(), autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+    with module_node(request, request.param, tmp_path_factory.mktemp("cross-site"),
+                     DJANGO_CSRF_TRUSTED_ORIGINS=TRUSTED) as proc:  # fmt: skip
+        yield proc
 
 
 @pytest.fixture
