@@ -12,7 +12,12 @@ a new loop, and so open new connections, for every message: ~1.6 ms a wake).
 The caller does not wait for Redis: the message is put in line and the call
 returns. The line keeps the order messages were sent in. A wake of a queue
 whose previous wake is still in line is not sent again (the one in line goes
-out after both enqueues committed, so it announces both); events are
+out after both enqueues committed, so it announces both), and a queue is
+woken at most once every ``WAKE_INTERVAL``: a wake asked for sooner is held
+and sent when the interval is over, standing for every wake asked for
+meanwhile (a producer enqueuing one by one sends a few hundred wakes a
+second, not one per task; a node that is idle takes such tasks through its
+offers anyway, docs/architecture.md "Offers"). Events are
 gathered for ``EVENT_FLUSH_DELAY`` into one message, as a node gathers its
 own. What Redis refuses, or cannot be reached for, is logged and dropped:
 every message is a hint the database and the sweeps back up. Whatever is
@@ -52,6 +57,7 @@ def events_message(events: list[dict[str, Any]]) -> dict[str, Any]:
 
 SEND_TIMEOUT = 5.0  # seconds one message may take to reach Redis before it is given up
 EVENT_FLUSH_DELAY = 0.1  # seconds events are gathered before they go out as one message
+WAKE_INTERVAL = 0.005  # seconds: the shortest time between two wakes of one queue
 FLUSH_TIMEOUT = 2.0  # seconds the process waits at exit for what is still in line
 BACKLOG_MAX = 10_000  # unsent events (a wake or cancel counts one) kept while Redis is slow or away
 EVENT_BATCH_MAX = 1_000  # events in one message
@@ -100,8 +106,9 @@ class LayerSender:
         flush_delay: float = EVENT_FLUSH_DELAY,
         backlog_max: int = BACKLOG_MAX,
         batch_max: int = EVENT_BATCH_MAX,
+        wake_interval: float = WAKE_INTERVAL,
     ) -> None:
-        self.send_timeout, self.flush_delay = send_timeout, flush_delay
+        self.send_timeout, self.flush_delay, self.wake_interval = send_timeout, flush_delay, wake_interval
         self.backlog_max, self.batch_max = backlog_max, batch_max
         self._exit_hooked = False
         self._forked()
@@ -117,6 +124,9 @@ class LayerSender:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._line: deque[_Message] = deque()
         self._waiting: dict[Hashable, _Message] = {}  # wakes in line, by key
+        # Wakes sent less than ``wake_interval`` ago, by key: the wake asked
+        # for since (held until the interval is over), or None.
+        self._recent: dict[Hashable, _Message | None] = {}
         self._batch: _EventBatch | None = None  # events gathered, not yet in line
         self._draining = False  # whether the loop is sending (or about to)
         self._drainer: asyncio.Task[None] | None = None
@@ -168,6 +178,9 @@ class LayerSender:
                 message = self._line.popleft()
                 if message.key is not None and self._waiting.get(message.key) is message:
                     del self._waiting[message.key]  # a wake asked for from now on is a new one
+                    if self.wake_interval > 0:
+                        self._recent[message.key] = None
+                        loop.call_later(self.wake_interval, self._interval_over, message.key)
             self._sending_since = loop.time()
             try:
                 await self._send(message)
@@ -228,6 +241,23 @@ class LayerSender:
         self._draining = True
         return True
 
+    def _interval_over(self, key: Hashable) -> None:
+        """On the loop, ``wake_interval`` after a wake of *key* left: send the one held since, if any."""
+        with self._lock:
+            held = self._recent.pop(key, None)
+            kick = held is not None and self._enter(held)
+        if kick:
+            self._begin_drain()
+
+    def _release_held(self) -> bool:
+        """Under the lock: put every held wake in line now; whether the loop must be told."""
+        kick = False
+        for key, held in list(self._recent.items()):
+            if held is not None:
+                self._recent[key] = None
+                kick = self._enter(held) or kick
+        return kick
+
     def _kick(self, loop: asyncio.AbstractEventLoop) -> None:
         loop.call_soon_threadsafe(self._begin_drain)
 
@@ -237,13 +267,22 @@ class LayerSender:
         """Send *message* to *group* soon, after everything already in line.
 
         With a *key* (a wake), a message of the same layer, group and key
-        still in line stands for this one, which is not sent.
+        still in line, or held (``WAKE_INTERVAL``), stands for this one,
+        which is not sent; one sent less than ``wake_interval`` ago holds
+        this one until the interval is over.
         """
         loop = self._start()
         line_key = None if key is None else (layer, group, key)
         with self._lock:
-            if line_key is not None and line_key in self._waiting:
+            if line_key is not None and (line_key in self._waiting or self._recent.get(line_key) is not None):
                 self.coalesced += 1
+                return
+            if line_key is not None and line_key in self._recent:
+                if self._backlog < self.backlog_max:
+                    self._backlog += 1
+                    self._recent[line_key] = _Message(layer, group, message, 1, line_key)
+                else:
+                    self._count_dropped(1)
                 return
             full = self._backlog >= self.backlog_max
             warn = self._count_dropped(1) if full else False
@@ -315,6 +354,7 @@ class LayerSender:
         with self._lock:
             loop, batch = self._loop, self._batch
             kick = batch is not None and self._close(batch)
+            kick = self._release_held() or kick
             target = self._queued
         if loop is None:
             return True

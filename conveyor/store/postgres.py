@@ -15,6 +15,7 @@ off, e.g. behind a pooler that cannot carry prepared statements.
 
 from __future__ import annotations
 
+import functools
 import json
 import operator
 from collections.abc import Callable, Sequence
@@ -51,8 +52,14 @@ def _placeholder(attname: str) -> str:
     return f"%({attname})s::jsonb" if attname == "metadata" else f"%({attname})s"
 
 
+@functools.cache
 def _columns() -> dict[str, str]:
-    """The statements' generated parts: column lists and the INSERTs' values."""
+    """The statements' generated parts: column lists and the INSERTs' values.
+
+    Each of these functions builds its text once (the model's columns do not
+    change while the process runs): building it took a one-task INSERT
+    0.1 ms.
+    """
     columns = task_columns()
     leased = [Task._meta.get_field(name).column for name in LEASED_FIELDS]
     return {
@@ -65,6 +72,7 @@ def _columns() -> dict[str, str]:
     }
 
 
+@functools.cache
 def lease_sql(policy: str, *, by_key: bool, async_commit: bool) -> str:
     """The one-statement lease for *policy*'s order (fifo or lifo)."""
     parts = _columns()
@@ -79,6 +87,7 @@ def lease_sql(policy: str, *, by_key: bool, async_commit: bool) -> str:
     )
 
 
+@functools.cache
 def complete_sql(*, by_key: bool) -> str:
     return sql.statement(
         "complete_many",
@@ -87,6 +96,7 @@ def complete_sql(*, by_key: bool) -> str:
     )
 
 
+@functools.cache
 def insert_sql(*, take_offer: bool) -> str:
     parts = _columns()
     if take_offer:

@@ -194,7 +194,7 @@ def test_the_caller_does_not_wait_for_redis(private_redis: PrivateRedis) -> None
 
 def test_wakes_of_one_queue_still_in_line_go_out_as_one(private_redis: PrivateRedis) -> None:
     layer = _layer(private_redis.url, "p")
-    sender = LayerSender(send_timeout=60)
+    sender = LayerSender(send_timeout=60, wake_interval=0)  # (the interval has tests of its own)
     hooks = ChannelLayerHooks(layer, sender)
     later = datetime.now(UTC) + timedelta(hours=1)
 
@@ -218,6 +218,53 @@ def test_wakes_of_one_queue_still_in_line_go_out_as_one(private_redis: PrivateRe
         [("q", None), ("q", None), ("q", later.timestamp()), ("other", None), ("q", None)],
     )
     assert sender.coalesced == 50 - (len(wakes) - 3)
+
+
+def test_a_queue_is_woken_at_most_once_an_interval_and_the_last_wake_is_never_lost(layer: BaseChannelLayer) -> None:
+    sender = LayerSender(wake_interval=0.2)
+    hooks = ChannelLayerHooks(layer, sender)
+    posted: list[float] = []
+
+    def wake_often() -> None:
+        for _ in range(20):  # 20 wakes over 0.5 s: three or four intervals
+            hooks.wake(["q"])
+            posted.append(time.monotonic())
+            time.sleep(0.025)
+
+    received: list[float] = []
+
+    async def scenario() -> None:
+        channel = await layer.new_channel()
+        await layer.group_add(queue_group("q"), channel)
+        producer = asyncio.get_running_loop().run_in_executor(None, wake_often)
+        while True:
+            try:
+                await asyncio.wait_for(layer.receive(channel), 1.0)
+            except TimeoutError:
+                break
+            received.append(time.monotonic())
+        await producer
+
+    asyncio.run(scenario())
+    # One wake leaves at once, then at most one an interval (held, standing for the rest): for
+    # posts spread over d seconds, at most 2 + d / interval, however slow the machine ran them.
+    assert 2 <= len(received) <= 2 + (posted[-1] - posted[0]) / 0.2
+    assert received[-1] >= posted[-1]  # the last wake asked for went out after it was asked for
+    assert sender.coalesced == 20 - len(received)
+
+
+def test_a_flush_sends_a_held_wake_at_once(layer: BaseChannelLayer) -> None:
+    sender = LayerSender(wake_interval=60.0)  # without the flush it would wait a minute
+    hooks = ChannelLayerHooks(layer, sender)
+
+    def wake_twice_and_flush() -> None:
+        hooks.wake(["q"])
+        _wait(lambda: sender.in_line == 0)
+        hooks.wake(["q"])  # held: the first left less than a minute ago
+        assert sender.flush(5)
+
+    messages = _quiet(layer, [queue_group("q")], wake_twice_and_flush)
+    assert [m["queue"] for m in messages] == ["q", "q"]
 
 
 def test_a_message_redis_refuses_is_logged_not_raised_and_the_line_goes_on(
