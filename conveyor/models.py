@@ -75,6 +75,10 @@ class Task(models.Model):
     progress = models.PositiveSmallIntegerField(default=0)
     progress_message = models.CharField(max_length=500, blank=True, default="")
     cancel_requested = models.BooleanField(default=False)
+    # In flight when a worker's connection dropped (crash attribution,
+    # docs/architecture.md "Crashed workers"): from then on dispatched only
+    # to a worker that holds no other suspect, so a crash names its cause.
+    suspect = models.BooleanField(default=False, db_default=False)  # db_default: older nodes insert without it
     # Set when some task depends on this one, so completion knows to resolve.
     has_dependents = models.BooleanField(default=False)
 

@@ -60,6 +60,7 @@ def task(t: Task) -> dict[str, Any]:
         "progress": t.progress,
         "progress_message": t.progress_message,
         "cancel_requested": t.cancel_requested,
+        "suspect": t.suspect,
     }
 
 

@@ -155,6 +155,9 @@ class Task(s.Serializer):
     progress = s.IntegerField()
     progress_message = s.CharField(allow_blank=True)
     cancel_requested = s.BooleanField()
+    suspect = s.BooleanField(
+        help_text="in flight when a worker's connection dropped (docs/architecture.md, Crashed workers)"
+    )
 
 
 class Error(s.Serializer):

@@ -15,6 +15,7 @@ from django.db import connections
 
 from conveyor import __version__
 from conveyor.broker.admin import AdminOps
+from conveyor.broker.crashes import CrashOps
 from conveyor.broker.cron import CronOps
 from conveyor.broker.dependencies import DependencyOps
 from conveyor.broker.enqueue import EnqueueOps
@@ -52,6 +53,7 @@ __all__ = [
 class Broker(
     EnqueueOps,
     LeaseOps,
+    CrashOps,
     OutcomeOps,
     SweepOps,
     DependencyOps,

@@ -156,20 +156,33 @@ class OutcomeOps(BrokerBase):
         now = self.now()
         with self.atomic():
             row = self._leased_row(task_id, lease_id)
-            if row.cancel_requested:
-                row.last_error = _canceled_error(error)
-            elif skip_retry:
-                row.last_error = clip_error(error)
-            elif row.retried >= row.max_retry:
-                row.last_error = clip_error(f"retries exhausted: {error}")
-            elif row.deadline is not None and row.deadline <= now:
-                row.last_error = clip_error(f"deadline passed: {error}")
-            else:
-                wait = backoff_delay(retry_policy_of(row), row.retried) if delay is None else delay
-                self._to_retry(row, now + timedelta(seconds=wait), error, now)
-                return row
-            self._finish(row, State.ARCHIVED, now, "archived", ["last_error"])
+            self._settle_row(row, error, now, skip_retry=skip_retry, delay=delay)
         return row
+
+    def _settle_row(
+        self,
+        row: Task,
+        error: str,
+        now: datetime,
+        *,
+        skip_retry: bool = False,
+        delay: float | None = None,
+        fields: Sequence[str] = ("last_error",),
+    ) -> None:
+        """``settle_failure`` of a row locked by the caller; an archive writes *fields* too."""
+        if row.cancel_requested:
+            row.last_error = _canceled_error(error)
+        elif skip_retry:
+            row.last_error = clip_error(error)
+        elif row.retried >= row.max_retry:
+            row.last_error = clip_error(f"retries exhausted: {error}")
+        elif row.deadline is not None and row.deadline <= now:
+            row.last_error = clip_error(f"deadline passed: {error}")
+        else:
+            wait = backoff_delay(retry_policy_of(row), row.retried) if delay is None else delay
+            self._to_retry(row, now + timedelta(seconds=wait), error, now)
+            return
+        self._finish(row, State.ARCHIVED, now, "archived", list(fields))
 
     # -- release -------------------------------------------------------------
 
@@ -187,19 +200,27 @@ class OutcomeOps(BrokerBase):
         now = self.now()
         with self.atomic():
             rows = self.store.lock_active(dict(refs))
-            back = [r for r in rows if not r.cancel_requested]
-            if back:
-                self.store.release([r.id for r in back], now)
-                for r in back:
-                    r.state, r.due_at = State.PENDING, now
-                self.wake_after_commit({r.queue for r in back})
-                self.emit("released", back, now)
-            for r in rows:
-                if r.cancel_requested:
-                    r.last_error = CANCELED_WHILE_RUNNING
-                    self._finish(r, State.ARCHIVED, now, "archived", ["last_error"])
+            self._release_rows(rows, now)
         found = {r.id for r in rows}
         return [tid for tid, _ in refs if tid not in found]
+
+    def _release_rows(self, rows: Sequence[Task], now: datetime) -> None:
+        """``release_many`` of rows locked by the caller (one canceled while running is archived)."""
+        back = [r for r in rows if not r.cancel_requested]
+        if back:
+            self.store.release([r.id for r in back], now)
+            for r in back:
+                r.state, r.due_at = State.PENDING, now
+            self.wake_after_commit({r.queue for r in back})
+            self.emit("released", back, now)
+        for r in rows:
+            if r.cancel_requested:
+                self._archive_canceled(r, now)
+
+    def _archive_canceled(self, row: Task, now: datetime, error: str = "") -> None:
+        """End an attempt an operator canceled: archived, ``canceled while running``."""
+        row.last_error = _canceled_error(error)
+        self._finish(row, State.ARCHIVED, now, "archived", ["last_error"])
 
     # -- lease upkeep ----------------------------------------------------------
 

@@ -220,6 +220,7 @@ class LeasedTask:
     unique_key: str | None
     has_dependents: bool
     cancel_requested: bool
+    suspect: bool
     lease_id: str | None
     lease_expires_at: datetime | None
     lease_holder: str

@@ -288,9 +288,8 @@ class WorkerConsumer(AsyncWebsocketConsumer):
                 await gateway.release_all()
             else:
                 # The socket dropped with work in flight (a killed worker):
-                # due again at once, but the attempt counts, so a task that
-                # kills its worker cannot loop forever.
-                await gateway.fail_all()
+                # the crash is charged to the task it names, if any.
+                await gateway.crashed()
         await self.forget_session()
 
     async def forget_session(self) -> None:

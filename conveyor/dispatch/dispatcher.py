@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -221,11 +222,25 @@ class QueueDispatcher:
     # -- distribution ----------------------------------------------------------------
 
     def _distribute(self, tasks: list[Task]) -> None:
-        """Hand tasks to gateways by smooth weighted round-robin over those with credit."""
+        """Hand tasks to gateways by smooth weighted round-robin over those with credit.
+
+        A suspect of an earlier crash goes only to a gateway that holds no
+        other suspect (conveyor/broker/crashes.py), so a crash it causes
+        names it; one that no gateway can take now is given back for a moment.
+        """
         plan: dict[str, list[Task]] = {}
         orphans: list[Task] = []
+        deferred: list[Task] = []
+        isolated: set[str] = set()  # gateways that hold a suspect, or get one now
         for task in tasks:
-            slot = self._pick()
+            if task.suspect:
+                slot = self._pick(lambda s: s.gateway.key not in isolated and not s.gateway.holds_suspect())
+                if slot is None:
+                    (deferred if self._pick(dry=True) else orphans).append(task)
+                    continue
+                isolated.add(slot.gateway.key)
+            else:
+                slot = self._pick()
             if slot is None:
                 orphans.append(task)
                 continue
@@ -237,12 +252,19 @@ class QueueDispatcher:
             # Credit vanished while we leased (a worker left): give them back.
             refs = [(t.id, t.lease_id or "") for t in orphans]
             self.node.spawn(self.node.db.run(self.node.broker.release_many, refs))
+        if deferred:
+            refs = [(t.id, t.lease_id or "") for t in deferred]
+            self.node.spawn(self.node.db.run(self.node.broker.defer_suspects, refs))
 
-    def _pick(self) -> Slot | None:
+    def _pick(self, fit: Callable[[Slot], bool] | None = None, *, dry: bool = False) -> Slot | None:
+        """The next slot with credit (that *fit* accepts) by smooth weighted
+        round-robin; *dry*: only whether there is one, the rotation untouched."""
+        if dry:
+            return next((s for s in self.slots.values() if s.credit > 0 and (fit is None or fit(s))), None)
         best: Slot | None = None
         total = 0
         for slot in self.slots.values():
-            if slot.credit <= 0:
+            if slot.credit <= 0 or (fit is not None and not fit(slot)):
                 continue
             slot.current += slot.weight
             total += slot.weight

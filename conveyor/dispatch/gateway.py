@@ -9,7 +9,6 @@ credit back.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import time
@@ -29,8 +28,6 @@ if TYPE_CHECKING:
     from conveyor.models import Task
 
 logger = logging.getLogger("conveyor.dispatch")
-
-WORKER_LOST = "worker connection lost"
 
 
 def spread(n: int, weights: dict[str, int]) -> dict[str, int]:
@@ -283,12 +280,16 @@ class Gateway:
         if refs:
             await self.node.db.run(self.node.broker.release_many, refs)
 
-    async def fail_all(self, error: str = WORKER_LOST) -> None:
-        """Abrupt end: in-flight tasks are due again at once, but the attempt counts."""
-        for task_id, lease_id in self._take_all():
-            # A lease already settled or reclaimed leaves nothing to do.
-            with contextlib.suppress(LeaseLost):
-                await self.node.db.run(self.node.broker.settle_failure, task_id, lease_id, error, delay=0.0)
+    async def crashed(self) -> None:
+        """Abrupt end (the worker's connection dropped): crash attribution
+        decides what each task in flight is charged (conveyor/broker/crashes.py)."""
+        refs = self._take_all()
+        if refs:
+            await self.node.db.run(self.node.broker.settle_crash, refs)
+
+    def holds_suspect(self) -> bool:
+        """Whether a suspect of an earlier crash is in flight here (the dispatcher sends no second one)."""
+        return any(record.task.suspect for record in self.inflight.values())
 
     def _take_all(self, keep: Callable[[str], bool] = lambda _task_id: False) -> list[tuple[str, str]]:
         refs = []

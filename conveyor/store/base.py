@@ -75,6 +75,7 @@ LEASED_FIELDS = (
     "unique_key",
     "has_dependents",
     "cancel_requested",
+    "suspect",
     "lease_id",
     "lease_expires_at",
     "lease_holder",
@@ -146,7 +147,7 @@ class Store(Protocol):
         """Write the terminal transition set on *row* (archived, canceled)."""
 
     def retry(self, row: Task) -> None:
-        """Write the retry set on *row* (state, due time, attempts, error)."""
+        """Write the retry set on *row* (state, due time, attempts, error, suspect)."""
 
     def release(self, ids: Sequence[str], now: datetime) -> None:
         """Give leased rows back: pending, due now, no attempt spent."""

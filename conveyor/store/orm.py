@@ -18,7 +18,7 @@ from conveyor.states import State
 
 # Columns every terminal transition writes, besides its own.
 FINISHED = ["state", "finished_at", "updated_at", "lease_expires_at"]
-RETRY = ["state", "due_at", "updated_at", "retried", "last_error", "lease_expires_at"]
+RETRY = ["state", "due_at", "updated_at", "retried", "last_error", "lease_expires_at", "suspect"]
 
 
 class OrmTransitions:
@@ -42,7 +42,8 @@ class OrmTransitions:
         row.save(update_fields=[*fields, *FINISHED])
 
     def retry(self, row: Task) -> None:
-        """Write the retry the caller set on *row* (``RETRY``' columns)."""
+        """Write the retry the caller set on *row* (``RETRY``' columns): a failed
+        attempt, or a crash's suspect sent back with its attempt not counted."""
         row.save(update_fields=RETRY)
 
     def release(self, ids: Sequence[str], now: datetime) -> None:

@@ -44,6 +44,19 @@ def test_leases_the_due_task_like_the_broker_and_records_the_holder(broker, leas
     assert [e.kind for e in hooks.events if e.task_id == task.id][-1] == "leased"
 
 
+def test_a_lease_on_the_loop_says_which_tasks_are_suspects_of_a_crash(broker, leaser, clock):
+    for _ in range(2):
+        enqueue(broker)
+    crashed = broker.lease("default", 2).tasks
+    broker.settle_crash([(t.id, t.lease_id) for t in crashed])
+    clock.advance(3600)
+    fresh = enqueue(broker)
+
+    batch = _lease(leaser, "default", 3)
+
+    assert {t.id: t.suspect for t in batch.tasks} == {crashed[0].id: True, crashed[1].id: True, fresh.id: False}
+
+
 def test_timestamps_survive_a_server_whose_default_time_zone_is_not_utc(broker, leaser, db_alias):
     name = connections[db_alias].settings_dict["NAME"]
     with connections[db_alias].cursor() as cursor:

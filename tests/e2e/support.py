@@ -135,6 +135,23 @@ class WorkerProcess(Process):
         wait_for(lambda: len(node.api("GET", "/api/v1/workers")["workers"]) >= count, timeout, what="worker session")
 
 
+class Supervisor:
+    """Keeps *count* SDK worker processes of *cluster* running on *node*: one
+    that exits is started again, as systemd or Kubernetes would start it."""
+
+    def __init__(self, cluster: Any, node: NodeProcess, count: int, **options: Any) -> None:
+        self.cluster, self.node, self.options = cluster, node, options
+        self.running = [cluster.worker(node, **options) for _ in range(count)]
+        self.restarts = 0
+
+    def check(self) -> None:
+        """Start a new worker in place of each one that has exited."""
+        for i, worker in enumerate(self.running):
+            if worker.proc.poll() is not None:
+                self.running[i] = self.cluster.worker(self.node, **self.options)
+                self.restarts += 1
+
+
 def complete_lines(path: Path) -> list[str]:
     """The lines a writer has finished (a line still being written is left out)."""
     if not path.exists():

@@ -146,21 +146,22 @@ def test_skip_retry_archives_after_one_attempt(cluster):
     assert final["last_error"] == "SkipRetry: asked to skip"
 
 
-def test_killed_worker_task_is_redelivered_at_once_and_the_attempt_counts(cluster):
+def test_killed_worker_task_alone_in_flight_is_redelivered_after_its_backoff_and_the_attempt_counts(cluster):
     node = cluster.node(lease_ttl=120)
     first = cluster.worker(node, concurrency=1)
     first.wait_connected(node)
-    task = node.enqueue(json={"sleep": 30})
+    task = node.enqueue(json={"sleep": 30}, retry_policy={"kind": "fixed", "base": "1s"})
     wait_for(lambda: first.events(), 10, what="first start")
     second = cluster.worker(node, concurrency=1)
     second.wait_connected(node, count=2)
     killed_at = time.time()
     first.kill()
     restart = wait_for(lambda: [e for e in second.events() if e["event"] == "start"], 10, 0.01, what="redelivery")[0]
-    print(f"redelivered {restart['t'] - killed_at:.3f}s after SIGKILL (lease TTL 120s)")
+    print(f"redelivered {restart['t'] - killed_at:.3f}s after SIGKILL (backoff 1 s, lease TTL 120s)")
     assert restart["task"] == task["id"]
-    assert restart["attempt"] == 2
-    assert restart["t"] - killed_at < 5.0  # seconds, not the 120 s lease
+    assert restart["attempt"] == 2  # the only task in flight: the crash is charged to it
+    assert restart["t"] - killed_at >= 1.0  # its backoff, not at once
+    assert node.task(task["id"])["last_error"] == "worker connection lost"
 
 
 def test_gracefully_stopped_worker_releases_its_task_with_no_retry_spent(cluster):

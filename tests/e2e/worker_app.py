@@ -2,7 +2,7 @@
 
 Every task's payload says what to do: ``{"sleep": 0.1}``, ``{"sleep_first": 60}``
 (first attempt only), ``{"fail": true}``,
-``{"skip": true}``, ``{"wait_cancel": true}``, ``{"progress": 50}``. Each
+``{"skip": true}``, ``{"exit": true}`` (the process dies at once, as a crash would), ``{"wait_cancel": true}``, ``{"progress": 50}``. Each
 start and finish is appended as a JSON line to ``--log`` (one file per
 process), and, with ``--record-dsn``, each execution is inserted into the
 PostgreSQL table ``e2e_executions``.
@@ -96,6 +96,8 @@ def main() -> None:
         log.write("start", task)
         if recorder is not None:
             recorder.add(task.id)
+        if spec.get("exit"):
+            os._exit(3)  # no result, no close frame: the server sees the connection drop
         try:
             if spec.get("progress") is not None:
                 task.progress(spec["progress"], "halfway")

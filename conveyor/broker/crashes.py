@@ -1,0 +1,130 @@
+"""Crash attribution: what a worker's lost connection charges to the tasks it held.
+
+A worker process that dies takes every task it held with it, and nothing
+says which one killed it. Charging each an attempt lets one task that kills
+its worker dead-letter the tasks that happened to run beside it; charging
+none lets it kill workers forever. So a crash is charged only to a task it
+names:
+
+* the *suspects* among the tasks in flight (tasks that were in flight in an
+  earlier crash) are each charged an attempt: retry after their backoff, or
+  archived when their retries are exhausted; the other tasks go back to
+  ``pending``, nothing spent;
+* with no suspect in flight, a lone task is charged the same way;
+* with no suspect and several tasks, nobody is charged: each becomes a
+  suspect and goes to ``retry`` after its backoff, ``retried`` unchanged.
+
+A suspect is dispatched only to a worker that holds no other suspect
+(``QueueDispatcher``), so the next crash it is part of names it. Every
+crash after a task's first charges it, so a task that kills every worker it
+meets reaches its ``max_retry`` like any failing task.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from conveyor.backoff import backoff_delay
+from conveyor.broker.outcomes import OutcomeOps, clip_error, retry_policy_of
+from conveyor.models import Task
+from conveyor.states import State
+
+WORKER_LOST = "worker connection lost"
+# A suspect that no worker could take at once (each held a suspect) is due
+# again after a random wait in this range (seconds), no attempt spent.
+DEFER_SECONDS = (0.2, 1.0)
+
+
+@dataclass(slots=True)
+class CrashReport:
+    """Where a crash's tasks went (task ids)."""
+
+    charged: list[str] = field(default_factory=list)  # an attempt counted: retry, or archived
+    suspects: list[str] = field(default_factory=list)  # retry after backoff, attempt not counted
+    released: list[str] = field(default_factory=list)  # pending, nothing spent
+    lost: list[str] = field(default_factory=list)  # their lease was gone already
+
+
+def charged_rows(rows: Sequence[Task], in_flight: int) -> list[Task]:
+    """The rows a crash with *in_flight* tasks charges (empty: all become suspects)."""
+    suspects = [r for r in rows if r.suspect]
+    if suspects:
+        return suspects
+    return list(rows) if in_flight == 1 else []
+
+
+class CrashOps(OutcomeOps):
+    def settle_crash(self, refs: Sequence[tuple[str, str]], error: str = WORKER_LOST) -> CrashReport:
+        """A worker's connection dropped with *refs* (task id, lease id) in flight: attribute it.
+
+        *refs* are every task the worker held, so that the count is the
+        worker's even when some lease was lost meanwhile.
+        """
+        report = CrashReport()
+        if not refs:
+            return report
+        now = self.now()
+        with self.atomic():
+            rows = self.store.lock_active(dict(refs))
+            charged = charged_rows(rows, len(refs))
+            if charged:
+                for row in charged:
+                    row.suspect = True
+                    self._settle_row(row, error, now, fields=("last_error", "suspect"))
+                rest = [r for r in rows if r not in charged]
+                self._release_rows(rest, now)
+                report.charged, report.released = [r.id for r in charged], [r.id for r in rest]
+            else:
+                note = clip_error(f"{error} with {len(refs)} tasks in flight (attempt not counted)")
+                back = [(r, now + timedelta(seconds=backoff_delay(retry_policy_of(r), r.retried))) for r in rows]
+                self._back_as_suspects(back, note, now, "retried", canceled_error=error)
+                report.suspects = [r.id for r in rows]
+        found = {r.id for r in rows}
+        report.lost = [tid for tid, _ in refs if tid not in found]
+        return report
+
+    def defer_suspects(self, refs: Sequence[tuple[str, str]]) -> list[str]:
+        """Give back leased suspects no worker could take: ``retry``, due again
+        within ``DEFER_SECONDS``, nothing spent, error kept. Returns the ids
+        whose lease was lost."""
+        if not refs:
+            return []
+        now = self.now()
+        with self.atomic():
+            rows = self.store.lock_active(dict(refs))
+            back = [(r, now + timedelta(seconds=random.uniform(*DEFER_SECONDS))) for r in rows]
+            self._back_as_suspects(back, None, now, "released")
+        found = {r.id for r in rows}
+        return [tid for tid, _ in refs if tid not in found]
+
+    def _back_as_suspects(
+        self,
+        back: Sequence[tuple[Task, datetime]],
+        error: str | None,
+        now: datetime,
+        kind: str,
+        canceled_error: str = "",
+    ) -> None:
+        """Locked active rows back to ``retry`` as suspects, each due at its
+        time, ``retried`` unchanged, with *error* (None: the error they had);
+        *kind* is the event. One canceled while running is archived instead."""
+        moved: list[Task] = []
+        due: dict[str, datetime] = {}  # queue -> earliest
+        for row, at in back:
+            if row.cancel_requested:
+                self._archive_canceled(row, now, canceled_error)
+                continue
+            row.state, row.due_at, row.updated_at, row.lease_expires_at = State.RETRY, at, now, None
+            row.suspect = True
+            if error is not None:
+                row.last_error = error
+            self.store.retry(row)
+            moved.append(row)
+            due[row.queue] = min(at, due.get(row.queue, at))
+        for queue, at in due.items():
+            self.wake_after_commit([queue], at)
+        if moved:
+            self.emit(kind, moved, now)
