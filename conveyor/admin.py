@@ -11,10 +11,13 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin.options import ActionLocation
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from conveyor.broker import get_broker
+from conveyor.conf import conveyor_settings
 from conveyor.models import (
     CronEntry,
     GroupConfig,
@@ -100,8 +103,6 @@ class TaskAdmin(ReadOnlyAdmin):
     def get_actions(
         self, request: HttpRequest, action_location: ActionLocation = ActionLocation.CHANGE_LIST
     ) -> dict[str, Any]:
-        from conveyor.conf import conveyor_settings
-
         actions = super().get_actions(request, action_location)
         actions.pop("delete_selected", None)  # deletion goes through the broker action
         if conveyor_settings.READ_ONLY:
@@ -146,3 +147,37 @@ class NodeAdmin(ReadOnlyAdmin):
 class WorkerSessionAdmin(ReadOnlyAdmin):
     list_display = ("id", "node", "concurrency", "inflight", "sdk_version", "remote", "connected_at")
     list_filter = ("node",)
+
+
+# -- read-only mode beyond Conveyor's own models ------------------------------------------
+
+
+class HonoursReadOnly:
+    """ModelAdmin mixin: in read-only mode nothing is added, changed or deleted (views stay)."""
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return not conveyor_settings.READ_ONLY and super().has_add_permission(request, *args)  # type: ignore[misc]
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return not conveyor_settings.READ_ONLY and super().has_change_permission(request, obj)  # type: ignore[misc]
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return not conveyor_settings.READ_ONLY and super().has_delete_permission(request, obj)  # type: ignore[misc]
+
+
+def honour_read_only(model: Any, site: admin.AdminSite = admin.site) -> None:
+    """Register *model*'s admin again with ``HonoursReadOnly`` in front of it (public AdminSite API only)."""
+    if not site.is_registered(model):
+        return
+    current = type(site.get_model_admin(model))
+    if issubclass(current, HonoursReadOnly):
+        return
+    site.unregister(model)
+    site.register(model, type(current.__name__, (HonoursReadOnly, current), {"__module__": current.__module__}))
+
+
+# The admin's user management: a read-only node must not create users or
+# hand out permissions. Admin modules load in INSTALLED_APPS order, so
+# django.contrib.auth (listed before conveyor) has registered them by now.
+honour_read_only(get_user_model())
+honour_read_only(Group)

@@ -14,7 +14,7 @@ from conveyor.models import Node, WorkerSession
 
 def register(subparsers: Any) -> None:
     verbs = group(subparsers, "cluster", "the running cluster")
-    verb(verbs, "info", info, "broker, nodes (with the sweepers each leads) and connected workers")
+    verb(verbs, "info", info, "broker, nodes (with the sweepers each leads) and connected workers", changes=False)
 
 
 def info(args: Any, out: Any) -> None:

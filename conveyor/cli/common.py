@@ -24,13 +24,26 @@ def group(subparsers: Any, name: str, help: str) -> Any:
     return parser.add_subparsers(dest="verb", metavar="<verb>", required=True)
 
 
-def verb(subparsers: Any, name: str, handler: Handler, help: str, field_flags: dict[str, str] | None = None) -> Any:
-    """A verb parser: ``--json`` is accepted here too, errors name its flags."""
+def verb(
+    subparsers: Any,
+    name: str,
+    handler: Handler,
+    help: str,
+    field_flags: dict[str, str] | None = None,
+    *,
+    changes: bool = True,
+) -> Any:
+    """A verb parser: ``--json`` is accepted here too, errors name its flags.
+
+    A verb *changes* something unless it says otherwise: read-only mode
+    refuses it (``changes=False``: reads, and enqueues, which producers keep
+    doing in read-only mode as on the API).
+    """
     parser = subparsers.add_parser(name, help=help, description=help)
     parser.add_argument(
         "--json", action="store_true", dest="as_json", default=argparse.SUPPRESS, help="machine-readable output"
     )
-    parser.set_defaults(handler=handler, verb_parser=parser, field_flags=field_flags or {})
+    parser.set_defaults(handler=handler, verb_parser=parser, field_flags=field_flags or {}, changes=changes)
     return parser
 
 

@@ -31,7 +31,7 @@ def register(subparsers: Any) -> None:
         action="append",
         help=f"task option, repeatable: {', '.join(CRON_OPTIONS)} (durations as 30s, 5m; metadata as JSON)",
     )
-    verb(verbs, "list", list_entries, "list cron entries")
+    verb(verbs, "list", list_entries, "list cron entries", changes=False)
     for action in ("pause", "resume", "delete"):
         p = verb(verbs, action, act, f"{action} a cron entry")
         p.add_argument("id")

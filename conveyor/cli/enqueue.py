@@ -25,7 +25,7 @@ FIELD_FLAGS = {
 
 
 def register(subparsers: Any) -> None:
-    p = verb(subparsers, "enqueue", enqueue, "enqueue one task", FIELD_FLAGS)
+    p = verb(subparsers, "enqueue", enqueue, "enqueue one task", FIELD_FLAGS, changes=False)
     p.add_argument("type", help="task type, e.g. email:send")
     p.add_argument("--queue", default="default", help=HELP["queue"])
     p.add_argument("--id", help=HELP["id"])
@@ -61,7 +61,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--retry-base", metavar="DURATION", help="backoff base (default 2s)")
     p.add_argument("--retry-cap", metavar="DURATION", help="backoff cap (default 15m)")
 
-    tx = verb(subparsers, "enqueue-tx", enqueue_tx, "enqueue tasks from a JSON file, all or none")
+    tx = verb(subparsers, "enqueue-tx", enqueue_tx, "enqueue tasks from a JSON file, all or none", changes=False)
     tx.add_argument("--file", required=True, metavar="FILE", help='a list of tasks or {"tasks": [...]} (- for stdin)')
 
 

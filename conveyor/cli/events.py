@@ -28,7 +28,9 @@ IN_MEMORY_NOTE = (
 
 
 def register(subparsers: Any) -> None:
-    p = verb(subparsers, "events", events, "follow live task events until Ctrl-C (needs the nodes' Redis)")
+    p = verb(
+        subparsers, "events", events, "follow live task events until Ctrl-C (needs the nodes' Redis)", changes=False
+    )
     p.add_argument("--queue", action="append", help="only these queues (repeatable, or comma-separated)")
     p.add_argument("--type", action="append", help="only these task types (repeatable, or comma-separated)")
     p.add_argument("--kind", action="append", help=f"only these events (repeatable): {', '.join(KINDS)}")

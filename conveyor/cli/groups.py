@@ -22,7 +22,7 @@ def register(subparsers: Any) -> None:
     p = verb(verbs, "rm", rm_config, "remove a group's thresholds (or the queue default)")
     p.add_argument("queue")
     p.add_argument("--group", default="")
-    verb(verbs, "ls", ls, "list group thresholds and the groups aggregating now")
+    verb(verbs, "ls", ls, "list group thresholds and the groups aggregating now", changes=False)
 
 
 def set_config(args: Any, out: Any) -> None:

@@ -16,7 +16,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--burst", default="1", help="bucket size: tasks allowed at once after a quiet spell (default 1)")
     p = verb(verbs, "rm", rm_rate, "remove a queue's rate limit")
     p.add_argument("queue")
-    verb(verbs, "ls", ls_rate, "list rate limits")
+    verb(verbs, "ls", ls_rate, "list rate limits", changes=False)
 
     verbs = group(subparsers, "concurrency", "per-key concurrency limits: at most N active tasks per key in a queue")
     p = verb(verbs, "set", set_concurrency, "allow at most MAX active tasks per concurrency key", {"limit": "--max"})
@@ -24,7 +24,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max", required=True, help="active tasks per key")
     p = verb(verbs, "rm", rm_concurrency, "remove a queue's concurrency limit (its keys go unbounded)")
     p.add_argument("queue")
-    verb(verbs, "ls", ls_concurrency, "list concurrency limits")
+    verb(verbs, "ls", ls_concurrency, "list concurrency limits", changes=False)
 
 
 def set_rate(args: Any, out: Any) -> None:

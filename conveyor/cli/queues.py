@@ -25,7 +25,7 @@ STATE_COLUMNS = [
 
 
 def register(subparsers: Any) -> None:
-    verb(subparsers, "stats", stats, "every queue with its task counts per state")
+    verb(subparsers, "stats", stats, "every queue with its task counts per state", changes=False)
 
     verbs = group(subparsers, "queues", "pause, resume and order queues")
     for action in ("pause", "resume"):

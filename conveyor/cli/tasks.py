@@ -23,10 +23,10 @@ ACTIONS = {
 def register(subparsers: Any) -> None:
     verbs = group(subparsers, "tasks", "inspect and act on tasks")
 
-    p = verb(verbs, "get", get, "show one task")
+    p = verb(verbs, "get", get, "show one task", changes=False)
     p.add_argument("id")
 
-    p = verb(verbs, "list", list_tasks, "list tasks, newest first")
+    p = verb(verbs, "list", list_tasks, "list tasks, newest first", changes=False)
     p.add_argument("--queue")
     p.add_argument("--state", help=", ".join(State))
     p.add_argument("--type", help="task type")

@@ -36,7 +36,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--request-timeout", metavar="DURATION", help="synchronous response wait (server default 30s)")
     p.add_argument("--paused", action="store_true", help="register without delivering")
-    verb(verbs, "list", list_webhooks, "list registrations (secrets are never shown)")
+    verb(verbs, "list", list_webhooks, "list registrations (secrets are never shown)", changes=False)
     for action in ("pause", "resume", "delete"):
         p = verb(verbs, action, act, f"{action} a registration")
         p.add_argument("name")

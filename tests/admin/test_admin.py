@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
-from django.contrib.auth.models import User
-from django.test import Client
+from django.contrib.auth.models import Group, User
+from django.test import Client, override_settings
 
 from conveyor.broker import TaskSpec, get_broker
 from conveyor.models import Task
@@ -75,3 +77,54 @@ def test_webhook_secrets_are_not_shown(staff: Client) -> None:
     page = staff.get("/admin/conveyor/webhookregistration/hooks/change/")
     assert page.status_code == 200
     assert "very-secret" not in page.content.decode()
+
+
+# -- read-only mode: the admin's user management too ---------------------------------------
+
+
+@pytest.fixture
+def read_only_mode() -> Iterator[None]:
+    with override_settings(CONVEYOR={"READ_ONLY": True}):
+        yield
+
+
+def test_read_only_mode_refuses_creating_a_user_in_the_admin(staff: Client, read_only_mode: None) -> None:
+    form = staff.get("/admin/auth/user/add/")
+    created = staff.post(
+        "/admin/auth/user/add/", {"username": "intruder", "password1": "x9!long-pass", "password2": "x9!long-pass"}
+    )
+
+    assert (form.status_code, created.status_code) == (403, 403)
+    assert not User.objects.filter(username="intruder").exists()
+
+
+def test_read_only_mode_refuses_changing_a_users_permissions_or_password(staff: Client, read_only_mode: None) -> None:
+    user = User.objects.create_user("ops", password="old-password-1")
+
+    changed = staff.post(f"/admin/auth/user/{user.pk}/change/", {"username": "ops", "is_staff": "on",
+                                                                 "is_superuser": "on", "is_active": "on"})  # fmt: skip
+    password = staff.post(
+        f"/admin/auth/user/{user.pk}/password/", {"password1": "new-pass-99!", "password2": "new-pass-99!"}
+    )
+    deleted = staff.post(f"/admin/auth/user/{user.pk}/delete/", {"post": "yes"})
+
+    assert changed.status_code == 403 and password.status_code == 403 and deleted.status_code == 403
+    user.refresh_from_db()
+    assert not user.is_superuser and not user.is_staff and user.check_password("old-password-1")
+
+
+def test_read_only_mode_refuses_creating_a_group_and_still_shows_users(staff: Client, read_only_mode: None) -> None:
+    created = staff.post("/admin/auth/group/add/", {"name": "admins"})
+    listing = staff.get("/admin/auth/user/")
+
+    assert created.status_code == 403 and not Group.objects.exists()
+    assert listing.status_code == 200 and "admin" in listing.content.decode()
+
+
+def test_without_read_only_mode_the_admin_creates_users(staff: Client) -> None:
+    created = staff.post(
+        "/admin/auth/user/add/", {"username": "newbie", "password1": "x9!long-pass", "password2": "x9!long-pass"}
+    )
+
+    assert created.status_code == 302, created.content.decode()[:500]
+    assert User.objects.filter(username="newbie").exists()

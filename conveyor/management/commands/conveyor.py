@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 
 from conveyor.cli import register_all
+from conveyor.conf import conveyor_settings
 from conveyor.exceptions import ConveyorError, InvalidArgument
 
 
@@ -95,6 +96,13 @@ class Command(BaseCommand):
         handler = options.get("handler")
         if handler is None:
             raise CommandError("missing verb; see --help")
+        if options.get("changes") and conveyor_settings.READ_ONLY:
+            # The verb's parser's prog: "manage.py conveyor tasks cancel" (from the shell).
+            words = options["verb_parser"].prog.split()
+            command = " ".join(["conveyor", *words[words.index("conveyor") + 1 :]] if "conveyor" in words else words)
+            raise CommandError(
+                f"refused: read-only mode (CONVEYOR_READ_ONLY) allows no `{command}`; nothing was changed"
+            )
         out = Output(self.stdout, options["as_json"], self.stderr)
         namespace = _Namespace(options)
         try:
