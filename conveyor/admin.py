@@ -28,6 +28,7 @@ from conveyor.models import (
     WebhookRegistration,
     WorkerSession,
 )
+from conveyor.permissions import missing_permission
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -55,6 +56,8 @@ def broker_action(name: str, label: str) -> Callable[..., None]:
             modeladmin.message_user(request, f"{r.id}: {r.error.message}", messages.ERROR)  # type: ignore[union-attr]
 
     action.__name__ = f"{name}_selected"
+    # As on the dashboard: deleting needs delete_task, the other actions change_task.
+    action.allowed_permissions = ("remove_task",) if name == "delete" else ("act_on_task",)  # type: ignore[attr-defined]
     action.short_description = f"{label} selected tasks"  # type: ignore[attr-defined]
     return action
 
@@ -100,11 +103,20 @@ class TaskAdmin(ReadOnlyAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [f.name for f in Task._meta.fields]
 
+    # The forms stay read-only (has_change_permission is False); the broker
+    # actions ask the user's own task permissions (conveyor.permissions).
+    def has_act_on_task_permission(self, request: HttpRequest) -> bool:
+        return missing_permission(request.user, "change", "task") is None
+
+    def has_remove_task_permission(self, request: HttpRequest) -> bool:
+        return missing_permission(request.user, "delete", "task") is None
+
     def get_actions(
         self, request: HttpRequest, action_location: ActionLocation = ActionLocation.CHANGE_LIST
     ) -> dict[str, Any]:
+        # The broker's "delete_selected" replaces the admin's own by name (it
+        # deletes through the broker); popping that name removed the broker's.
         actions = super().get_actions(request, action_location)
-        actions.pop("delete_selected", None)  # deletion goes through the broker action
         if conveyor_settings.READ_ONLY:
             return {}
         return actions

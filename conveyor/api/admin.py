@@ -118,6 +118,8 @@ def queue_json(q: Any) -> dict[str, Any]:
 
 
 class QueueListView(ApiView):
+    resource = "queue"
+
     @extend_schema(operation_id="list_queues", responses={200: schemas.QueueList}, tags=["queues"])
     def get(self, request: Request) -> Response:
         """Every queue with its paused flag and counts per state, sorted by name."""
@@ -135,6 +137,8 @@ class QueueListView(ApiView):
 
 
 class QueueActionView(ApiView):
+    resource = "queue"
+
     @extend_schema(
         operation_id="queue_action",
         parameters=[action_param(PAUSE_RESUME)],
@@ -152,6 +156,8 @@ class QueueActionView(ApiView):
 
 
 class QueuePolicyView(ApiView):
+    resource = "queue"
+
     @extend_schema(
         operation_id="set_queue_policy",
         request=schemas.PolicyRequest,
@@ -166,6 +172,8 @@ class QueuePolicyView(ApiView):
 
 
 class RateLimitView(ApiView):
+    resource = "queue"
+
     @extend_schema(
         operation_id="set_rate_limit", request=schemas.RateLimit, responses={200: schemas.RateLimit}, tags=["limits"]
     )
@@ -184,6 +192,8 @@ class RateLimitView(ApiView):
 
 
 class ConcurrencyLimitView(ApiView):
+    resource = "queue"
+
     @extend_schema(
         operation_id="set_concurrency_limit",
         request=schemas.ConcurrencyLimit,
@@ -203,6 +213,8 @@ class ConcurrencyLimitView(ApiView):
 
 
 class LimitListView(ApiView):
+    resource = "queue"
+
     @extend_schema(operation_id="list_limits", responses={200: schemas.Limits}, tags=["limits"])
     def get(self, request: Request) -> Response:
         """Every rate and concurrency limit, ordered by queue."""
@@ -216,6 +228,7 @@ class LimitListView(ApiView):
 
 
 class GroupConfigView(ApiView):
+    resource = "group"
     mutating = {"PUT", "DELETE"}
 
     @extend_schema(operation_id="list_groups", responses={200: schemas.Groups}, tags=["groups"])
@@ -286,6 +299,7 @@ def vars_of(obj: Any) -> dict[str, Any]:
 
 
 class CronListView(ApiView):
+    resource = "cron"
     mutating = {"POST"}
 
     @extend_schema(operation_id="list_cron", responses={200: schemas.CronList}, tags=["cron"])
@@ -303,6 +317,7 @@ class CronListView(ApiView):
 
 
 class CronDetailView(ApiView):
+    resource = "cron"
     mutating = {"PUT", "DELETE"}
 
     @extend_schema(
@@ -336,6 +351,8 @@ class CronDetailView(ApiView):
 
 
 class CronActionView(ApiView):
+    resource = "cron"
+
     @extend_schema(
         operation_id="cron_action",
         parameters=[id_param("entry_id", ID_PARAM), action_param(PAUSE_RESUME)],
@@ -356,6 +373,7 @@ def webhook_json(reg: Any) -> dict[str, Any]:
 
 
 class WebhookListView(ApiView):
+    resource = "webhook"
     mutating = {"POST"}
 
     @extend_schema(operation_id="list_webhooks", responses={200: schemas.WebhookList}, tags=["webhooks"])
@@ -375,6 +393,7 @@ class WebhookListView(ApiView):
 
 
 class WebhookDetailView(ApiView):
+    resource = "webhook"
     mutating = {"PUT", "DELETE"}
 
     @extend_schema(operation_id="get_webhook", responses={200: schemas.Webhook}, tags=["webhooks"])
@@ -400,6 +419,8 @@ class WebhookDetailView(ApiView):
 
 
 class WebhookActionView(ApiView):
+    resource = "webhook"
+
     @extend_schema(
         operation_id="webhook_action",
         parameters=[action_param(PAUSE_RESUME)],
@@ -430,6 +451,8 @@ def session_json(s: WorkerSession) -> dict[str, Any]:
 
 
 class WorkerListView(ApiView):
+    resource = "worker"
+
     @extend_schema(operation_id="list_workers", responses={200: schemas.WorkerList}, tags=["cluster"])
     def get(self, request: Request) -> Response:
         """Connected worker sessions on every node."""
@@ -437,6 +460,8 @@ class WorkerListView(ApiView):
 
 
 class ClusterView(ApiView):
+    resource = "node"
+
     @extend_schema(operation_id="cluster_info", responses={200: schemas.Cluster}, tags=["cluster"])
     def get(self, request: Request) -> Response:
         """Live nodes (with the sweepers each leads) and their worker sessions."""

@@ -10,6 +10,7 @@ from rest_framework.exceptions import PermissionDenied as DRFPermissionDenied
 from rest_framework.permissions import BasePermission
 
 from conveyor.conf import conveyor_settings
+from conveyor.permissions import missing_permission, refusal
 from conveyor.tokens import auth_required, bearer_from_header, token_valid
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
@@ -47,6 +48,8 @@ class ConveyorAccess(BasePermission):
 
     A view marks what it does with ``mutating`` (True, or a set of HTTP
     methods); enqueue endpoints set ``producer = True`` and pass read-only.
+    A staff session also needs the model permission of the view's
+    ``resource`` (conveyor.permissions), as in the admin.
     """
 
     def has_permission(self, request: Any, view: Any) -> bool:
@@ -56,9 +59,24 @@ class ConveyorAccess(BasePermission):
                 raise NotAuthenticated("a valid bearer token (or a staff login) is required")
             if not getattr(user, "is_staff", False):
                 raise DRFPermissionDenied("staff access is required")
+            if not isinstance(user, TokenUser):
+                # A staff session: the admin's model permissions (conveyor.permissions).
+                needed = missing_permission(user, permission_action(request.method, view), view.resource)
+                if needed is not None:
+                    raise DRFPermissionDenied(refusal(user, needed))
         if conveyor_settings.READ_ONLY and is_mutation(request.method, view):
             raise DRFPermissionDenied("the server is in read-only mode")
         return True
+
+
+def permission_action(method: str, view: Any) -> str:
+    """view (reads), add (enqueue), delete (a task's deletion) or change (every other act)."""
+    if method in SAFE_METHODS:
+        return "view"
+    if getattr(view, "producer", False) and method == "POST":
+        return "add"
+    deletes = view.resource == "task" and (method == "DELETE" or view.kwargs.get("action") == "delete")
+    return "delete" if deletes else "change"
 
 
 def is_mutation(method: str, view: Any) -> bool:

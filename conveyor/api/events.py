@@ -20,6 +20,7 @@ from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 
 from conveyor.api.auth import auth_required, bearer_from_header, token_valid
 from conveyor.notify.groups import EVENTS_GROUP
+from conveyor.permissions import missing_permission
 
 KEEPALIVE = 15.0
 CLOSE_UNAUTHENTICATED = 4401  # as on /ws/worker
@@ -51,7 +52,10 @@ class EventFilter:
 
 
 def _staff(user: Any) -> bool:
-    return bool(user is not None and getattr(user, "is_authenticated", False) and getattr(user, "is_staff", False))
+    """A staff session that may see tasks (``conveyor.view_task``): events name tasks' types and ids."""
+    if user is None or not getattr(user, "is_authenticated", False) or not getattr(user, "is_staff", False):
+        return False
+    return missing_permission(user, "view", "task") is None
 
 
 class EventsConsumer(AsyncWebsocketConsumer):
@@ -113,7 +117,7 @@ async def _request_allowed(request: HttpRequest) -> bool:
     if token is not None:
         return token_valid(token)
     user = await request.auser()
-    return _staff(user)
+    return await database_sync_to_async(_staff)(user)  # the permission lookup reads the database
 
 
 async def subscribe(event_filter: EventFilter, keepalive: float = KEEPALIVE) -> AsyncIterator[list[dict[str, Any]]]:

@@ -38,6 +38,8 @@ class ApiView(APIView):
     renderer_classes = [JSONRenderer, BrowsableAPIRenderer]
     authentication_classes = [BearerTokenAuthentication, SessionAuthentication]
     permission_classes = [ConveyorAccess]
+    # The model whose permissions a staff session needs here (conveyor.permissions).
+    resource = "task"
     schema = ConveyorSchema()
 
     def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:

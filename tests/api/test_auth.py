@@ -7,7 +7,7 @@ import json
 import pytest
 from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.test import override_settings
 
 from conveyor.models import Task
@@ -140,7 +140,9 @@ def test_without_configured_tokens_auth_is_off(setup):
 
 def test_a_staff_session_is_served_and_a_non_staff_one_is_403(tokens, setup):
     staff = Api()
-    staff.client.force_login(User.objects.create_user("op", is_staff=True))
+    op = User.objects.create_user("op", is_staff=True)
+    op.user_permissions.set(Permission.objects.filter(codename__in=["view_task", "change_task"]))
+    staff.client.force_login(op)
     ok(staff.get("/api/v1/tasks"))
     ok(staff.post("/api/v1/tasks/t1/archive"))
     plain = Api()

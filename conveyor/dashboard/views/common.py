@@ -17,6 +17,7 @@ from django.views.decorators.http import require_POST
 from conveyor.conf import conveyor_settings
 from conveyor.exceptions import ConveyorError
 from conveyor.mount import prefix
+from conveyor.permissions import missing_permission, refusal
 
 READ_ONLY_MESSAGE = "The server is in read-only mode: nothing was changed."
 
@@ -44,26 +45,77 @@ def events_url() -> str:
     return prefix() + "ws/events"
 
 
+# What each page shows: its controls need the change permission of this (conveyor.permissions).
+PAGE_RESOURCES = {"overview": "task", "tasks": "task", "events": "task", "queues": "queue", "workers": "worker",
+                  "cron": "cron", "webhooks": "webhook"}  # fmt: skip
+
+Action = str | Callable[[HttpRequest, dict[str, Any]], str]
+
+
 def page(request: HttpRequest, template: str, context: dict[str, Any], *, nav: str, status: int = 200) -> HttpResponse:
-    """Render a dashboard page with the context the layout needs."""
-    base = {"nav": nav, "read_only": read_only(), "history_url": history_url(), "events_url": events_url()}
+    """Render a dashboard page with the context the layout needs.
+
+    ``locked`` disables the controls: in read-only mode, or when the user
+    lacks the change permission of what the page shows (``cannot_change``
+    names it).
+    """
+    resource = PAGE_RESOURCES.get(nav)
+    cannot = missing_permission(request.user, "change", resource) if resource else None
+    base = {
+        "nav": nav,
+        "read_only": read_only(),
+        "locked": read_only() or cannot is not None,
+        "cannot_change": cannot,
+        "history_url": history_url(),
+        "events_url": events_url(),
+    }
     return render(request, template, {**base, **context}, status=status)
 
 
-def staff(view: View) -> View:
-    return staff_member_required(view)
+def staff(resource: str, *, post: str | None = None) -> Callable[[View], View]:
+    """A staff page that needs ``view`` on *resource*; with *post*, a POST to it needs that action too."""
+
+    def decorate(view: View) -> View:
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            needed = missing_permission(request.user, "view", resource)
+            if needed is None and post is not None and request.method == "POST":
+                needed = missing_permission(request.user, post, resource)
+            if needed is not None:
+                return refuse_permission(request, needed)
+            return view(request, *args, **kwargs)
+
+        return staff_member_required(wrapper)
+
+    return decorate
 
 
-def mutation(view: View) -> View:
-    """A POST-only staff view that changes something; refused in read-only mode."""
+def mutation(resource: str, action: Action = "change") -> Callable[[View], View]:
+    """A POST-only staff view that changes *resource*: refused in read-only mode
+    and without the *action* permission (a callable of the request and the
+    URL's arguments picks it per call)."""
 
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if read_only():
-            return refuse_read_only(request)
-        return view(request, *args, **kwargs)
+    def decorate(view: View) -> View:
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if read_only():
+                return refuse_read_only(request)
+            name = action(request, kwargs) if callable(action) else action
+            needed = missing_permission(request.user, name, resource)
+            if needed is not None:
+                return refuse_permission(request, needed)
+            return view(request, *args, **kwargs)
 
-    return staff_member_required(require_POST(wrapper))
+        return staff_member_required(require_POST(wrapper))
+
+    return decorate
+
+
+def refuse_permission(request: HttpRequest, needed: str) -> HttpResponse:
+    """403 with a page naming the permission, as the admin refuses a user without it."""
+    back = back_url(request, reverse("conveyor:dashboard:overview"))
+    return page(request, "conveyor/dashboard/refused.html", {"message": f"Refused: {refusal(request.user, needed)}.",
+                                                             "back": back}, nav="", status=403)  # fmt: skip
 
 
 def refuse_read_only(request: HttpRequest) -> HttpResponse:

@@ -33,7 +33,7 @@ COMMON_ZONES = (
 )
 
 
-@staff
+@staff("cron")
 def cron_list(request: HttpRequest) -> HttpResponse:
     return page(request, "conveyor/dashboard/cron.html", {"entries": get_broker().list_cron_entries()}, nav="cron")
 
@@ -56,7 +56,7 @@ def preview(spec: str, tz: str) -> dict[str, Any]:
     }
 
 
-@staff
+@staff("cron")
 def cron_preview(request: HttpRequest) -> JsonResponse:
     return JsonResponse(preview(request.GET.get("spec", ""), request.GET.get("timezone", "UTC")))
 
@@ -130,7 +130,7 @@ def _field_of(exc: InvalidArgument) -> str:
     return ""
 
 
-@staff
+@staff("cron", post="change")
 def cron_form(request: HttpRequest, entry_id: str | None = None) -> HttpResponse:
     broker = get_broker()
     entry = None
@@ -193,7 +193,7 @@ def _exists(entry_id: str) -> bool:
     return True
 
 
-@mutation
+@mutation("cron")
 def cron_action(request: HttpRequest, entry_id: str, action: str) -> HttpResponse:
     broker = get_broker()
     try:

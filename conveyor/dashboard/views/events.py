@@ -9,7 +9,7 @@ from conveyor.dashboard.views.common import page, staff
 from conveyor.events import KINDS
 
 
-@staff
+@staff("task")
 def events(request: HttpRequest) -> HttpResponse:
     return page(
         request,

@@ -15,7 +15,7 @@ from conveyor.models import Node, WorkerSession
 SESSIONS_SHOWN = 6  # per node on the overview; the workers page lists them all
 
 
-@staff
+@staff("task")
 def overview(request: HttpRequest) -> HttpResponse:
     broker = get_broker()
     rows = queue_rows(broker)

@@ -41,7 +41,7 @@ def queue_rows(broker: Broker) -> list[dict[str, Any]]:
     return rows
 
 
-@staff
+@staff("queue")
 def queues(request: HttpRequest) -> HttpResponse:
     broker = get_broker()
     return page(
@@ -59,7 +59,7 @@ def _name(name: str) -> str:
         raise Http404("no such queue") from None
 
 
-@staff
+@staff("queue")
 def queue_detail(request: HttpRequest, name: str) -> HttpResponse:
     name = _name(name)
     broker = get_broker()
@@ -92,7 +92,7 @@ def _detail(name: str) -> str:
     return reverse("conveyor:dashboard:queue", args=[name])
 
 
-@mutation
+@mutation("queue")
 def queue_pause(request: HttpRequest, name: str, action: str) -> HttpResponse:
     if action not in ("pause", "resume"):
         raise Http404("no such action")
@@ -108,7 +108,7 @@ def queue_pause(request: HttpRequest, name: str, action: str) -> HttpResponse:
     return redirect_back(request, reverse("conveyor:dashboard:queues"))
 
 
-@mutation
+@mutation("queue")
 def queue_policy(request: HttpRequest, name: str) -> HttpResponse:
     policy = request.POST.get("policy", "")
     try:
@@ -130,7 +130,7 @@ def _number(value: str, field: str, kind: type) -> Any:
         raise InvalidArgument(field, f"must be {'a whole number' if kind is int else 'a number'}") from None
 
 
-@mutation
+@mutation("queue")
 def queue_rate_limit(request: HttpRequest, name: str) -> HttpResponse:
     broker = get_broker()
     try:
@@ -149,7 +149,7 @@ def queue_rate_limit(request: HttpRequest, name: str) -> HttpResponse:
     return redirect_back(request, _detail(name))
 
 
-@mutation
+@mutation("queue")
 def queue_concurrency_limit(request: HttpRequest, name: str) -> HttpResponse:
     broker = get_broker()
     try:
@@ -174,7 +174,7 @@ def _seconds(value: str, field: str) -> float | None:
         raise InvalidArgument(field, str(exc)) from None
 
 
-@mutation
+@mutation("group")
 def queue_group_config(request: HttpRequest, name: str) -> HttpResponse:
     broker = get_broker()
     group = request.POST.get("group", "").strip()

@@ -39,7 +39,7 @@ def _query(**params: Any) -> str:
     return "?" + urlencode(clean) if clean else "?"
 
 
-@staff
+@staff("task")
 def tasks(request: HttpRequest) -> HttpResponse:
     broker = get_broker()
     filters = _filters(request)
@@ -118,7 +118,12 @@ def summarize(request: HttpRequest, action: str, results: list[IdResult]) -> Non
         messages.error(request, f"Could not {verb} {len(failed)} task{'s' if len(failed) != 1 else ''}: {shown}{more}")
 
 
-@mutation
+def task_permission(action: str) -> str:
+    """Deleting a task needs ``delete_task``, as in the admin; every other action ``change_task``."""
+    return "delete" if action == "delete" else "change"
+
+
+@mutation("task", action=lambda request, _kwargs: task_permission(request.POST.get("action", "")))
 def tasks_action(request: HttpRequest) -> HttpResponse:
     action = request.POST.get("action", "")
     ids = [i for i in request.POST.getlist("ids") if i]
@@ -178,7 +183,7 @@ def _dependencies(task: Task) -> tuple[list[dict[str, Any]], list[dict[str, Any]
     return upstream, downstream, up_total, down_total
 
 
-@staff
+@staff("task")
 def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
     try:
         task = get_broker().get_task(task_id)
@@ -233,7 +238,7 @@ def _reschedule_args(request: HttpRequest) -> dict[str, Any]:
     return {"process_at": when.replace(tzinfo=UTC) if when.tzinfo is None else when}
 
 
-@mutation
+@mutation("task", action=lambda _request, kwargs: task_permission(kwargs["action"]))
 def task_action(request: HttpRequest, task_id: str, action: str) -> HttpResponse:
     broker = get_broker()
     detail = reverse("conveyor:dashboard:task", args=[task_id])

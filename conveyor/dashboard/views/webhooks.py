@@ -45,7 +45,7 @@ def _title(item: dict[str, Any]) -> str:
     return " · ".join(parts) or str(item)
 
 
-@staff
+@staff("webhook")
 def webhooks(request: HttpRequest) -> HttpResponse:
     regs = get_broker().list_webhooks()
     statuses = {s.name: s for s in WebhookStatus.objects.filter(name__in=[r.name for r in regs])}
@@ -135,7 +135,7 @@ def _field_of(exc: InvalidArgument) -> str:
     return field if field in FORM_FIELDS else ""
 
 
-@staff
+@staff("webhook", post="change")
 def webhook_form(request: HttpRequest, name: str | None = None) -> HttpResponse:
     broker = get_broker()
     reg = None
@@ -185,7 +185,7 @@ def _exists(name: str) -> bool:
     return True
 
 
-@mutation
+@mutation("webhook")
 def webhook_action(request: HttpRequest, name: str, action: str) -> HttpResponse:
     broker = get_broker()
     try:

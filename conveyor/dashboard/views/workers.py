@@ -8,7 +8,7 @@ from conveyor.dashboard.views.common import page, staff
 from conveyor.models import Node, WorkerSession
 
 
-@staff
+@staff("worker")
 def workers(request: HttpRequest) -> HttpResponse:
     sessions = list(WorkerSession.objects.select_related("node").order_by("connected_at"))
     for s in sessions:
