@@ -37,7 +37,25 @@ def check_conveyor_settings(app_configs: Any = None, **kwargs: Any) -> list[Chec
         errors.append(Error("CONVEYOR LEASE_TTL must be positive", id="conveyor.E003"))
     if batch < 1:
         errors.append(Error("CONVEYOR LEASE_BATCH_MAX must be at least 1", id="conveyor.E004"))
+    errors.extend(_api_tokens())
     return errors
+
+
+def _api_tokens() -> list[CheckMessage]:
+    from conveyor.tokens import configured
+
+    try:
+        configured()
+    except ValueError as exc:
+        return [
+            Error(
+                f"invalid CONVEYOR API_TOKENS: {exc}",
+                hint='each entry is a token string, or {"token": ..., "scopes": [...], "queues": [...]}'
+                " with scopes from produce, consume, read, admin (docs/operations.md)",
+                id="conveyor.E005",
+            )
+        ]
+    return []
 
 
 @register()

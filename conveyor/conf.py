@@ -15,7 +15,8 @@ from conveyor.durations import parse_duration
 
 DAY = 86400.0
 
-# name -> (default, kind). Kinds: int, float, duration, bool, str, list.
+# name -> (default, kind). Kinds: int, float, duration, bool, str, list, json,
+# tokens (a JSON list, or a comma-separated list when it does not start with "[").
 SPEC: dict[str, tuple[Any, str]] = {
     # Leasing and dispatch
     "LEASE_TTL": (60.0, "duration"),
@@ -55,9 +56,13 @@ SPEC: dict[str, tuple[Any, str]] = {
     # One conveyor.access INFO record per HTTP request the node serves
     "ACCESS_LOG": (False, "bool"),
     # API and security
-    "API_TOKENS": ([], "list"),
+    # Plain tokens (comma-separated) or a JSON list of tokens and scoped-token
+    # objects (conveyor.tokens)
+    "API_TOKENS": ([], "tokens"),
     "READ_ONLY": (False, "bool"),
     "ALLOW_UNAUTHENTICATED": (False, "bool"),
+    # /metrics needs a token with the read scope (when tokens are configured)
+    "METRICS_AUTH": (False, "bool"),
     # Webhooks
     "WEBHOOKS_ALLOW_PRIVATE_TARGETS": (False, "bool"),
     "WEBHOOK_REQUEST_TIMEOUT": (30.0, "duration"),
@@ -82,9 +87,9 @@ def coerce(name: str, value: Any) -> Any:
     if kind == "bool":
         return _coerce_bool(name, value)
     if kind == "list":
-        if isinstance(value, str):
-            return [part.strip() for part in value.split(",") if part.strip()]
-        return list(value)
+        return coerce_list(value)
+    if kind == "tokens":
+        return _coerce_tokens(name, value)
     if kind == "json":
         if isinstance(value, str):
             import json
@@ -92,6 +97,24 @@ def coerce(name: str, value: Any) -> Any:
             return json.loads(value)
         return value
     return str(value)
+
+
+def coerce_list(value: Any) -> list[Any]:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return list(value)
+
+
+def _coerce_tokens(name: str, value: Any) -> list[Any]:
+    if isinstance(value, str):
+        if not value.strip().startswith("["):
+            return coerce_list(value)
+        import json
+
+        value = json.loads(value)
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"{name} must be a list of tokens")
+    return list(value)
 
 
 def _coerce_bool(name: str, value: Any) -> bool:

@@ -127,6 +127,25 @@ class PermissionDenied(ConveyorError):
     connect_code = "permission_denied"
 
 
+class MissingScope(PermissionDenied):
+    """An API token that does not grant what the call needs (``scope``: the scope it lacks)."""
+
+    def __init__(self, needed: tuple[str, ...], has: frozenset[str]) -> None:
+        wanted = " or ".join(repr(s) for s in needed)
+        held = ", ".join(sorted(has)) or "none"
+        super().__init__(f"this token lacks the {wanted} scope (its scopes: {held})", scope=needed[0])
+        self.needed = needed
+
+
+class QueueNotAllowed(PermissionDenied):
+    """An API token limited to some queues, used on another one."""
+
+    def __init__(self, queue: str, allowed: frozenset[str], action: str) -> None:
+        shown = ", ".join(sorted(allowed))
+        super().__init__(f"this token may {action} only queues {shown}, not {queue!r}", queue=queue)
+        self.queue = queue
+
+
 class ReadOnly(PermissionDenied):
     def __init__(self) -> None:
         super().__init__("the server is in read-only mode")

@@ -16,7 +16,7 @@ from collections import Counter as Tally
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -30,6 +30,10 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from conveyor.conf import conveyor_settings
+from conveyor.exceptions import ConveyorError
+from conveyor.tokens import READ, authenticate, require_scope
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -204,5 +208,14 @@ def refresh_node_gauges() -> None:
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
+    if conveyor_settings.METRICS_AUTH:
+        # A scraper's token (Prometheus: ``authorization: {credentials: ...}``) with the read scope.
+        try:
+            require_scope(authenticate(request.headers.get("Authorization", "")), READ)
+        except ConveyorError as exc:
+            response = JsonResponse({"error": exc.code, "message": exc.message, **exc.details}, status=exc.http_status)
+            if exc.http_status == 401:
+                response["WWW-Authenticate"] = 'Bearer realm="conveyor"'
+            return response
     refresh_node_gauges()
     return HttpResponse(generate_latest(WithoutCreated(REGISTRY)), content_type=CONTENT_TYPE_LATEST)

@@ -9,9 +9,10 @@ from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated
 from rest_framework.exceptions import PermissionDenied as DRFPermissionDenied
 from rest_framework.permissions import BasePermission
 
+from conveyor.api.scopes import check_token
 from conveyor.conf import conveyor_settings
 from conveyor.permissions import missing_permission, refusal
-from conveyor.tokens import auth_required, bearer_from_header, token_valid
+from conveyor.tokens import auth_required, bearer_from_header, find_token
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 
@@ -35,8 +36,9 @@ class BearerTokenAuthentication(BaseAuthentication):
             # Auth off (no tokens configured): a token is ignored, as on the
             # Connect paths and the WebSockets, rather than refused.
             return None
-        if token_valid(token):
-            return (TokenUser(), "bearer")
+        api_token = find_token(token)
+        if api_token is not None:
+            return (TokenUser(), api_token)  # request.auth: the token, with its scopes
         raise AuthenticationFailed("invalid bearer token")
 
     def authenticate_header(self, request: Any) -> str:
@@ -44,7 +46,7 @@ class BearerTokenAuthentication(BaseAuthentication):
 
 
 class ConveyorAccess(BasePermission):
-    """Tokens or staff when auth is on; read-only mode refuses admin mutations.
+    """Tokens or staff when auth is on; a token's scopes; read-only mode refuses admin mutations.
 
     A view marks what it does with ``mutating`` (True, or a set of HTTP
     methods); enqueue endpoints set ``producer = True`` and pass read-only.
@@ -64,6 +66,8 @@ class ConveyorAccess(BasePermission):
                 needed = missing_permission(user, permission_action(request.method, view), view.resource)
                 if needed is not None:
                     raise DRFPermissionDenied(refusal(user, needed))
+            else:
+                check_token(request, view)  # a token: its scopes and queues (conveyor.api.scopes)
         if conveyor_settings.READ_ONLY and is_mutation(request.method, view):
             raise DRFPermissionDenied("the server is in read-only mode")
         return True

@@ -18,12 +18,13 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 
-from conveyor.api.auth import auth_required, bearer_from_header, token_valid
+from conveyor.exceptions import ConveyorError, PermissionDenied, Unauthenticated
 from conveyor.notify.groups import EVENTS_GROUP
 from conveyor.permissions import missing_permission
+from conveyor.tokens import READ, auth_required, authenticate, bearer_from_header, require_scope
 
 KEEPALIVE = 15.0
-CLOSE_UNAUTHENTICATED = 4401  # as on /ws/worker
+CLOSE_CODES = {"unauthenticated": 4401, "permission_denied": 4403}  # as on /ws/worker
 
 
 class EventFilter:
@@ -63,14 +64,14 @@ class EventsConsumer(AsyncWebsocketConsumer):
 
     async def connect(self) -> None:
         self.joined = False
-        if not await self._allowed():
+        try:
+            await self._check_access()
+        except ConveyorError as exc:
             # Accept first: a close before the handshake completes reaches the
             # client as a bare HTTP 403, and the 4401 (and why) would be lost.
             await self.accept()
-            await self.send(
-                text_data=json.dumps({"error": "unauthenticated", "message": "a valid bearer token is required"})
-            )
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+            await self.send(text_data=json.dumps({"error": exc.code, "message": exc.message}))
+            await self.close(code=CLOSE_CODES[exc.code])
             return
         query = parse_qs(self.scope.get("query_string", b"").decode())
         self.filter = EventFilter.from_query(query)
@@ -78,16 +79,15 @@ class EventsConsumer(AsyncWebsocketConsumer):
         self.joined = True
         await self.accept()
 
-    async def _allowed(self) -> bool:
+    async def _check_access(self) -> None:
+        """A token with the read scope, or a staff session (when auth is on)."""
         if not auth_required():
-            return True
-        for name, value in self.scope.get("headers", []):
-            if name == b"authorization":
-                token = bearer_from_header(value.decode("latin1"))
-                if token is not None and token_valid(token):
-                    return True
+            return
+        header = next((v.decode("latin1") for k, v in self.scope.get("headers", []) if k == b"authorization"), "")
         user = self.scope.get("user")
-        return await database_sync_to_async(_staff)(user) if user is not None else False
+        if bearer_from_header(header) is None and user is not None and await database_sync_to_async(_staff)(user):
+            return
+        require_scope(authenticate(header), READ)
 
     async def disconnect(self, code: int) -> None:
         if self.joined:
@@ -101,10 +101,14 @@ class EventsConsumer(AsyncWebsocketConsumer):
 
 async def events_stream(request: HttpRequest) -> StreamingHttpResponse | JsonResponse:
     """``GET /api/v1/events?queue=&type=&kind=``: the same events as server-sent events."""
-    if auth_required() and not await _request_allowed(request):
-        response = JsonResponse({"error": "unauthenticated", "message": "a valid bearer token is required"}, status=401)
+    try:
+        await _check_request(request)
+    except Unauthenticated as exc:
+        response = JsonResponse({"error": exc.code, "message": exc.message}, status=401)
         response["WWW-Authenticate"] = 'Bearer realm="conveyor"'
         return response
+    except PermissionDenied as exc:
+        return JsonResponse({"error": exc.code, "message": exc.message, **exc.details}, status=403)
     event_filter = EventFilter.from_query({k: request.GET.getlist(k) for k in request.GET})
     response = StreamingHttpResponse(_stream(event_filter), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
@@ -112,12 +116,14 @@ async def events_stream(request: HttpRequest) -> StreamingHttpResponse | JsonRes
     return response
 
 
-async def _request_allowed(request: HttpRequest) -> bool:
-    token = bearer_from_header(request.headers.get("Authorization", ""))
-    if token is not None:
-        return token_valid(token)
-    user = await request.auser()
-    return await database_sync_to_async(_staff)(user)  # the permission lookup reads the database
+async def _check_request(request: HttpRequest) -> None:
+    if not auth_required():
+        return
+    header = request.headers.get("Authorization", "")
+    # The permission lookup reads the database.
+    if bearer_from_header(header) is None and await database_sync_to_async(_staff)(await request.auser()):
+        return
+    require_scope(authenticate(header), READ)
 
 
 async def subscribe(event_filter: EventFilter, keepalive: float = KEEPALIVE) -> AsyncIterator[list[dict[str, Any]]]:

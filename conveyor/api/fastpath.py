@@ -21,10 +21,19 @@ from asgiref.sync import sync_to_async
 
 from conveyor.api import render
 from conveyor.api.errors import database_unavailable, error_body, retry_headers
+from conveyor.api.scopes import body_queues
 from conveyor.broker import get_broker, parse
 from conveyor.broker.types import ItemResult
-from conveyor.exceptions import ConveyorError, InvalidArgument
-from conveyor.tokens import auth_required, bearer_from_header, token_valid
+from conveyor.exceptions import ConveyorError, InvalidArgument, PermissionDenied
+from conveyor.tokens import (
+    PRODUCE,
+    ApiToken,
+    auth_required,
+    bearer_from_header,
+    find_token,
+    require_queues,
+    require_scope,
+)
 
 ASGIApp = Callable[
     [dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Callable[[dict[str, Any]], Awaitable[None]]],
@@ -72,9 +81,15 @@ class EnqueueFastPath:
             _, payload = _error(kind, InvalidArgument("", "request body too large"))
             await _respond(send, 413, payload)
             return
-        if auth_required() and not _token_ok(scope):
+        token = _token(scope) if auth_required() else None
+        if auth_required() and token is None:
             status, payload = _unauthenticated(kind)
             await _respond(send, status, payload, [(b"www-authenticate", b'Bearer realm="conveyor"')])
+            return
+        try:
+            require_scope(token, PRODUCE)
+        except PermissionDenied as exc:
+            await _respond(send, *_error(kind, exc))
             return
         try:
             # As the views read bodies: strict JSON (no NaN), an empty body is {}.
@@ -84,6 +99,7 @@ class EnqueueFastPath:
             status, payload = _error(kind, InvalidArgument("", f"the request body is not JSON: {reason}"))
         else:
             try:
+                require_queues(token, body_queues(data, many=kind == BATCH), "enqueue into")
                 status, payload = await _run(kind, data, len(body))
             except Exception as exc:
                 error = database_unavailable(exc) or exc
@@ -133,12 +149,12 @@ async def _run(kind: str, data: Any, size: int) -> tuple[int, dict[str, Any]]:
     return await node.db.run(fn, data)
 
 
-def _token_ok(scope: dict[str, Any]) -> bool:
+def _token(scope: dict[str, Any]) -> ApiToken | None:
     for name, value in scope.get("headers") or []:
         if name == b"authorization":
             token = bearer_from_header(value.decode("latin1"))
-            return token is not None and token_valid(token)
-    return False
+            return find_token(token) if token else None
+    return None
 
 
 def _not_json(name: str) -> Any:

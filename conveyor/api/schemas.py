@@ -463,7 +463,8 @@ class History(s.Serializer):
 ERRORS = {
     "400": "invalid argument: `field` names what was refused ('' when the body is not a JSON object)",
     "401": "no bearer token, or a wrong one (only when CONVEYOR_API_TOKENS is set)",
-    "403": "read-only mode refuses this change, or the session user is not staff",
+    "403": "the token lacks the scope this call needs (`scope`) or may not use the queue (`queue`);"
+    " read-only mode refuses this change; or the session user is not staff",
     "404": "no such task, cron entry or webhook registration",
     "415": "the body is not application/json",
 }

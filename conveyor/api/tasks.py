@@ -15,6 +15,7 @@ from conveyor.api.views import ApiView
 from conveyor.broker import get_broker, parse
 from conveyor.conf import conveyor_settings
 from conveyor.exceptions import ConveyorError, DuplicateTask, InvalidArgument
+from conveyor.tokens import PRODUCE, READ
 
 
 class EnqueueView(ApiView):
@@ -167,6 +168,8 @@ class EnqueueTxView(ApiView):
 
 
 class TaskDetailView(ApiView):
+    read_scopes = (READ, PRODUCE)  # a producer reads back the tasks it enqueued
+
     @extend_schema(operation_id="get_task", responses={200: schemas.Task}, tags=["tasks"])
     def get(self, request: Request, task_id: str) -> Response:
         """Read one task."""

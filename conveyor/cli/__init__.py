@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from importlib import import_module
 
-GROUP_MODULES = ["enqueue", "tasks", "queues", "limits", "groups", "cron", "webhooks", "cluster", "events", "sweep"]
+GROUP_MODULES = [
+    "enqueue", "tasks", "queues", "limits", "groups", "cron", "webhooks", "cluster", "events", "sweep", "tokens",
+]  # fmt: skip
 
 
 def register_all(subparsers: object) -> None:

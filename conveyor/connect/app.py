@@ -23,12 +23,14 @@ from connectrpc.request import RequestContext
 
 from conveyor.api.origin import Refusal, media_type, scope_refusal
 from conveyor.conf import conveyor_settings
+from conveyor.connect.access import ANSWER_CHECKS, REQUEST_CHECKS, needed_scopes, request_token
 from conveyor.connect.admin import ADMIN_SERVICE, READS
 from conveyor.connect.convert import refuse_nul
-from conveyor.connect.errors import ConveyorErrors, ProtoJSON
+from conveyor.connect.errors import ConveyorErrors, ProtoJSON, connect_error
 from conveyor.connect.events import watch_events
 from conveyor.connect.tasks import TASK_SERVICE, WEBHOOK_SERVICE
-from conveyor.tokens import auth_required, bearer_from_header, token_valid
+from conveyor.exceptions import ConveyorError
+from conveyor.tokens import auth_required, require_scope
 from conveyor.v1 import service_connect as rpc
 
 ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
@@ -52,9 +54,11 @@ async def in_db_thread(fn: Callable[[Any], Any], request: Any) -> Any:
 class Service:
     """A generated service's methods, each running its sync handler on a database thread."""
 
-    def __init__(self, handlers: Mapping[str, Callable[[Any], Any]], **streams: Any) -> None:
+    def __init__(self, handlers: Mapping[str, Callable[[Any], Any]], *, queue_limited: bool = False,
+                 **streams: Any) -> None:  # fmt: skip
         self._handlers = handlers
         self._streams = streams
+        self._queue_limited = queue_limited  # check a queue-limited token's queues (TaskService)
 
     def __getattr__(self, name: str) -> Any:
         if name in self._streams:
@@ -65,7 +69,15 @@ class Service:
 
         async def call(request: Any, ctx: RequestContext) -> Any:
             refuse_nul(request)
-            return await in_db_thread(handler, request)
+            token = request_token(ctx) if self._queue_limited else None
+            if token is None or token.queues is None:
+                return await in_db_thread(handler, request)
+            if name in REQUEST_CHECKS:
+                REQUEST_CHECKS[name](token, request)
+            response = await in_db_thread(handler, request)
+            if name in ANSWER_CHECKS:
+                ANSWER_CHECKS[name](token, request, response)
+            return response
 
         return call
 
@@ -81,16 +93,17 @@ class WorkerSessions:
 
 
 class Access:
-    """Interceptor, before the body is read: bearer tokens, and read-only mode for AdminService."""
+    """Interceptor, before the body is read: bearer tokens and their scopes, and read-only mode for AdminService."""
 
     async def on_start(self, ctx: RequestContext) -> None:
         service = ctx.method.service_name
         if service == "conveyor.v1.WebhookService":
             return  # the delivery's lease token is the credential (checked by the handler)
         if auth_required():
-            token = bearer_from_header(ctx.request_headers.get("authorization", ""))
-            if token is None or not token_valid(token):
-                raise ConnectError(Code.UNAUTHENTICATED, "a valid bearer token is required")
+            try:
+                require_scope(request_token(ctx), *needed_scopes(service, ctx.method.name))
+            except ConveyorError as exc:
+                raise connect_error(exc) from None
         if service == "conveyor.v1.AdminService" and ctx.method.name not in READS and conveyor_settings.READ_ONLY:
             raise ConnectError(Code.PERMISSION_DENIED, "the server is in read-only mode")
 
@@ -108,7 +121,7 @@ def services() -> dict[str, ASGIApp]:
         "codecs": [google_protobuf_binary_codec(), ProtoJSON()],
     }
     apps = [
-        rpc.TaskServiceASGIApplication(Service(TASK_SERVICE), **options),
+        rpc.TaskServiceASGIApplication(Service(TASK_SERVICE, queue_limited=True), **options),
         rpc.AdminServiceASGIApplication(Service(ADMIN_SERVICE, watch_events=watch_events), **options),
         rpc.WebhookServiceASGIApplication(Service(WEBHOOK_SERVICE), **options),
         rpc.WorkerServiceASGIApplication(WorkerSessions(), **options),

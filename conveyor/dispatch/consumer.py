@@ -16,31 +16,24 @@ from conveyor.conf import conveyor_settings
 from conveyor.dispatch import frames as f
 from conveyor.dispatch.gateway import Gateway
 from conveyor.dispatch.node import Node, current_node
+from conveyor.exceptions import ConveyorError
 from conveyor.ids import new_ulid
 from conveyor.models import Task
 from conveyor.sdk import protocol as p
-from conveyor.tokens import auth_required, token_valid
+from conveyor.tokens import CONSUME, ApiToken, authenticate, require_queues, require_scope
 
 logger = logging.getLogger("conveyor.gateway")
 
 HELLO_TIMEOUT = 10.0
+CLOSE_CODES = {"unauthenticated": p.CLOSE_UNAUTHENTICATED, "permission_denied": p.CLOSE_FORBIDDEN}
 MIN_SDK_VERSION = "0.1.0"
 
 
-def bearer_token(scope: dict[str, Any]) -> str | None:
+def authorization(scope: dict[str, Any]) -> str:
     for name, value in scope.get("headers", []):
         if name == b"authorization":
-            text = value.decode("latin1").strip()
-            if text.lower().startswith("bearer "):
-                return text[7:].strip()
-    return None
-
-
-def authorized(scope: dict[str, Any]) -> bool:
-    if not auth_required():
-        return True
-    token = bearer_token(scope)
-    return token is not None and token_valid(token)
+            return value.decode("latin1").strip()
+    return ""
 
 
 class WebSocketGateway(Gateway):
@@ -105,8 +98,11 @@ class WorkerConsumer(AsyncWebsocketConsumer):
         if self.node is None or self.node.stopping:
             await self._refuse(p.CLOSE_SERVICE_RESTART, "unavailable", "this node is not serving workers")
             return
-        if not authorized(self.scope):
-            await self._refuse(p.CLOSE_UNAUTHENTICATED, "unauthenticated", "a valid bearer token is required")
+        try:
+            self.token: ApiToken | None = authenticate(authorization(self.scope))
+            require_scope(self.token, CONSUME)
+        except ConveyorError as exc:
+            await self._refuse(CLOSE_CODES[exc.code], exc.code, exc.message)
             return
         loop = asyncio.get_running_loop()
         self._timers.append(loop.call_later(HELLO_TIMEOUT, self._hello_timeout))
@@ -210,6 +206,11 @@ class WorkerConsumer(AsyncWebsocketConsumer):
                 "version",
                 f"server {__version__} is older than the worker's minimum {hello['min_server_version']}",
             )
+            return
+        try:
+            require_queues(self.token, hello["queues"], "serve")
+        except ConveyorError as exc:
+            await self._refuse(p.CLOSE_FORBIDDEN, exc.code, exc.message)
             return
         if hello["sdk_version"] and p.version_tuple(hello["sdk_version"]) < p.version_tuple(MIN_SDK_VERSION):
             await self._refuse(

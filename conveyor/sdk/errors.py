@@ -35,6 +35,11 @@ class Unauthenticated(APIError):
     pass
 
 
+class PermissionDenied(APIError):
+    """403: the token lacks the scope the call needs (``body["scope"]``), may not use the
+    queue (``body["queue"]``), or the server is read-only."""
+
+
 class WorkerRefused(ConveyorError):
     """The server closed the worker session and will not take it back (auth, version, protocol)."""
 
@@ -78,4 +83,6 @@ def api_error(status: int, body: dict[str, Any]) -> APIError:
         return Duplicate(status, body)
     if status == 401:
         return Unauthenticated(status, body)
+    if status == 403:
+        return PermissionDenied(status, body)
     return APIError(status, body)

@@ -42,11 +42,12 @@ CLOSE_GOING_AWAY = 1001  # the worker (or a proxy) is leaving
 CLOSE_SERVICE_RESTART = 1012  # the node is shutting down: reconnect elsewhere
 CLOSE_PROTOCOL_ERROR = 4400  # a malformed or out-of-order frame
 CLOSE_UNAUTHENTICATED = 4401  # missing or wrong bearer token
+CLOSE_FORBIDDEN = 4403  # the token lacks the consume scope, or may not serve a queue the hello names
 CLOSE_VERSION = 4406  # incompatible SDK / server versions
 CLOSE_HELLO_TIMEOUT = 4408  # no hello within the handshake timeout
 
 # Codes a worker treats as "do not reconnect": the server refused us.
-FATAL_CLOSE_CODES = (CLOSE_UNAUTHENTICATED, CLOSE_VERSION, CLOSE_PROTOCOL_ERROR)
+FATAL_CLOSE_CODES = (CLOSE_UNAUTHENTICATED, CLOSE_FORBIDDEN, CLOSE_VERSION, CLOSE_PROTOCOL_ERROR)
 
 
 def encode_frames(frames: list[dict[str, Any]]) -> str:

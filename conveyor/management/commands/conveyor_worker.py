@@ -11,7 +11,7 @@ from django.db import close_old_connections
 
 from conveyor.django_tasks.runner import run_task
 from conveyor.sdk import Release, Task, Worker, WorkerRefused
-from conveyor.sdk.protocol import CLOSE_UNAUTHENTICATED
+from conveyor.sdk.protocol import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
 
 logger = logging.getLogger("conveyor.worker")
 
@@ -80,4 +80,7 @@ def refusal_message(exc: WorkerRefused, token: str | None) -> str:
         if token:
             return "the node refused the token (4401): check --token or CONVEYOR_TOKEN"
         return "the node requires authentication (4401): pass --token or set CONVEYOR_TOKEN"
+    if exc.code == CLOSE_FORBIDDEN:
+        why = exc.reason or "the token lacks the consume scope, or may not serve these queues"
+        return f"the node refused this token for a worker session (4403): {why}"
     return str(exc)
