@@ -105,7 +105,7 @@ def test_versions_that_differ_only_in_spelling_compare_equal(a, b):
 
 
 def test_fatal_close_codes_are_the_refusals():
-    assert set(p.FATAL_CLOSE_CODES) == {4400, 4401, 4406}
+    assert set(p.FATAL_CLOSE_CODES) == {4400, 4401, 4403, 4406}
 
 
 # -- hello -----------------------------------------------------------------------------------
