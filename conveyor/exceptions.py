@@ -142,7 +142,7 @@ class QueueNotAllowed(PermissionDenied):
 
     def __init__(self, queue: str, allowed: frozenset[str], action: str) -> None:
         shown = ", ".join(sorted(allowed))
-        super().__init__(f"this token may {action} only queues {shown}, not {queue!r}", queue=queue)
+        super().__init__(f"this token may only {action} queues {shown}, not {queue!r}", queue=queue)
         self.queue = queue
 
 

@@ -256,7 +256,7 @@ def test_connect_a_legacy_token_keeps_every_scope(scoped):
 def test_connect_refuses_a_queue_limited_producer_another_queue(scoped, method, body):
     before = state_of_everything()
     answer = connect_refused(Api(LIMITED).connect("TaskService", method, body), 403, "permission_denied")
-    assert "only queues q1" in answer["message"]
+    assert "may only enqueue into queues q1, not" in answer["message"]
     assert state_of_everything() == before
 
 

@@ -29,7 +29,7 @@ def test_queues_limit_a_producer_or_worker_token():
     (token,) = parse_tokens([{"token": "w", "scopes": ["produce", "consume"], "queues": ["email", "sms"]}])
     assert token.serves("email") and not token.serves("billing")
     require_queues(token, ["email", "sms"], "serve")
-    with pytest.raises(QueueNotAllowed, match="may serve only queues email, sms, not 'billing'"):
+    with pytest.raises(QueueNotAllowed, match="may only serve queues email, sms, not 'billing'"):
         require_queues(token, ["email", "billing"], "serve")
 
 
