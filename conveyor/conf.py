@@ -8,6 +8,7 @@ fills it from ``CONVEYOR_<NAME>`` environment variables. Read values through
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,7 +16,7 @@ from conveyor.durations import parse_duration
 
 DAY = 86400.0
 
-# name -> (default, kind). Kinds: int, float, duration, bool, str, list, json,
+# name -> (default, kind). Kinds: int, float, duration, bool, str, list, json, keyring,
 # tokens (a JSON list, or a comma-separated list when it does not start with "[").
 SPEC: dict[str, tuple[Any, str]] = {
     # Leasing and dispatch
@@ -68,6 +69,9 @@ SPEC: dict[str, tuple[Any, str]] = {
     "WEBHOOK_REQUEST_TIMEOUT": (30.0, "duration"),
     "WEBHOOKS": ([], "json"),
     "CRON": ([], "json"),
+    # Encryption at rest: key id -> 32-byte secret, the first one active
+    # ("k2:BASE64,k1:BASE64"; docs/encryption.md)
+    "ENCRYPTION_KEYS": ((), "keyring"),
 }
 
 DEFAULTS = {name: default for name, (default, _kind) in SPEC.items()}
@@ -90,6 +94,8 @@ def coerce(name: str, value: Any) -> Any:
         return coerce_list(value)
     if kind == "tokens":
         return _coerce_tokens(name, value)
+    if kind == "keyring":
+        return parse_keyring(value)
     if kind == "json":
         if isinstance(value, str):
             import json
@@ -115,6 +121,54 @@ def _coerce_tokens(name: str, value: Any) -> list[Any]:
     if not isinstance(value, (list, tuple)):
         raise ValueError(f"{name} must be a list of tokens")
     return list(value)
+
+
+KEY_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+def parse_keyring(value: Any) -> tuple[tuple[str, bytes], ...]:
+    """``ENCRYPTION_KEYS`` as (key id, secret) pairs, the active key first.
+
+    Takes ``"id:BASE64,id:BASE64"`` (the environment's form), a list of
+    ``"id:BASE64"`` strings, or a mapping of id to a base64 string or 32
+    bytes. Messages name the key id, never the secret.
+    """
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if isinstance(value, Mapping):
+        items = list(value.items())
+    else:
+        items = []
+        for entry in value:
+            if isinstance(entry, (tuple, list)) and len(entry) == 2:
+                items.append((entry[0], entry[1]))
+                continue
+            key_id, sep, secret = str(entry).partition(":")
+            if not sep:
+                raise ValueError("ENCRYPTION_KEYS: each key is id:BASE64 (e.g. k1:" + "A" * 43 + "=)")
+            items.append((key_id.strip(), secret.strip()))
+    ring: list[tuple[str, bytes]] = []
+    for key_id, secret in items:
+        if not isinstance(key_id, str) or not KEY_ID.match(key_id):
+            raise ValueError(f"ENCRYPTION_KEYS: key id {str(key_id)[:70]!r} must be 1-64 of A-Z a-z 0-9 . _ -")
+        raw = secret if isinstance(secret, bytes) else _secret_bytes(key_id, secret)
+        if len(raw) != 32:
+            raise ValueError(f"ENCRYPTION_KEYS: key {key_id!r} is {len(raw)} bytes; AES-256 needs 32")
+        if key_id in dict(ring):
+            raise ValueError(f"ENCRYPTION_KEYS: key id {key_id!r} appears twice")
+        ring.append((key_id, raw))
+    return tuple(ring)
+
+
+def _secret_bytes(key_id: str, text: Any) -> bytes:
+    import base64
+    import binascii
+
+    try:
+        cleaned = str(text).replace("-", "+").replace("_", "/")
+        return base64.b64decode(cleaned + "=" * (-len(cleaned) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(f"ENCRYPTION_KEYS: the secret of key {key_id!r} is not base64") from None
 
 
 def _coerce_bool(name: str, value: Any) -> bool:

@@ -115,6 +115,20 @@ class LeaseLost(ConveyorError):
         self.lease_id = lease_id
 
 
+class KeyUnavailable(ConveyorError):
+    """A stored value cannot be opened or sealed here: its key id is not in this
+    node's ``CONVEYOR_ENCRYPTION_KEYS``, or the key there is not the one it was
+    sealed with. Nothing changed; a node holding the key can do it."""
+
+    code = "key_unavailable"
+    http_status = 503
+    connect_code = "unavailable"
+
+    def __init__(self, message: str, *, key_id: str | None = None, **details: Any) -> None:
+        super().__init__(message, key_id=key_id, **details)
+        self.key_id = key_id
+
+
 class Unauthenticated(ConveyorError):
     code = "unauthenticated"
     http_status = 401

@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from conveyor.sealing import CRON_PAYLOAD, TASK_COLUMNS, open_task, open_value
 from conveyor.states import INCOMPLETE, LEASABLE, WAITING, State
 
 STATE_CHOICES = [(s.value, s.value) for s in State]
@@ -81,8 +82,13 @@ class Task(models.Model):
     suspect = models.BooleanField(default=False, db_default=False)  # db_default: older nodes insert without it
     # Set when some task depends on this one, so completion knows to resolve.
     has_dependents = models.BooleanField(default=False)
+    # The key the row's payload, result and error text are sealed under
+    # (conveyor/sealing.py); NULL: they are stored in plaintext.
+    key_id = models.CharField(max_length=64, null=True, blank=True)
 
     objects = TaskQuerySet.as_manager()
+    # Why a sealed value of this row could not be opened here (then it reads empty).
+    seal_error = ""
 
     class Meta:
         indexes = [
@@ -148,6 +154,18 @@ class Task(models.Model):
     @property
     def attempt(self) -> int:
         return self.retried + 1
+
+    @classmethod
+    def from_db(cls, db, field_names, values, **kwargs):  # type: ignore[no-untyped-def]
+        """A row read through the ORM, its sealed columns opened (conveyor/sealing.py)."""
+        task = super().from_db(db, field_names, values, **kwargs)
+        loaded = task.__dict__
+        if loaded.get("key_id") is not None:
+            open_task(task, loaded)
+        elif "key_id" not in loaded and not loaded.keys().isdisjoint(TASK_COLUMNS):
+            # Whether the values are sealed is the row's key id: never guess.
+            raise TypeError("a Task read with its payload, result or last_error must be read with key_id too")
+        return task
 
 
 class TaskDependency(models.Model):
@@ -217,6 +235,10 @@ class CronEntry(models.Model):
     last_run_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
+    # The key the payload is sealed under; NULL: plaintext (as on Task).
+    key_id = models.CharField(max_length=64, null=True, blank=True)
+
+    seal_error = ""
 
     class Meta:
         ordering = ["id"]
@@ -225,6 +247,19 @@ class CronEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.id} ({self.spec})"
+
+    @classmethod
+    def from_db(cls, db, field_names, values, **kwargs):  # type: ignore[no-untyped-def]
+        """An entry read through the ORM, its payload opened (conveyor/sealing.py)."""
+        entry = super().from_db(db, field_names, values, **kwargs)
+        if entry.__dict__.get("key_id") is not None and "payload" in entry.__dict__:
+            from conveyor.exceptions import KeyUnavailable
+
+            try:
+                entry.payload = open_value(entry.key_id, entry.payload, CRON_PAYLOAD, entry.id)
+            except KeyUnavailable as exc:
+                entry.seal_error, entry.payload = exc.message, b""
+        return entry
 
 
 class WebhookRegistration(models.Model):

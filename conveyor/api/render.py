@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from conveyor.models import CronEntry, Task, WebhookRegistration
+from conveyor.sealing import encryption_of
 
 
 def ts(value: datetime | None) -> str | None:
@@ -61,6 +62,7 @@ def task(t: Task) -> dict[str, Any]:
         "progress_message": t.progress_message,
         "cancel_requested": t.cancel_requested,
         "suspect": t.suspect,
+        "encryption": encryption_of(t),
     }
 
 
@@ -77,6 +79,7 @@ def cron_entry(e: CronEntry) -> dict[str, Any]:
         "json": decoded(payload, e.content_type),
         "options": e.options,
         "paused": e.paused,
+        "encryption": {"at_rest": e.key_id, "end_to_end": None, "error": e.seal_error or None},
         "next_run_at": ts(e.next_run_at),
         "last_run_at": ts(e.last_run_at),
     }

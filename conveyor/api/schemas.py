@@ -122,6 +122,16 @@ RetryPolicy = serializer("RetryPolicy", request.RETRY_POLICY)
 EnqueueRequest = serializer("EnqueueRequest", request.TASK)
 
 
+class Encryption(s.Serializer):
+    at_rest = s.CharField(allow_null=True, help_text="the key id the row is sealed under (CONVEYOR_ENCRYPTION_KEYS)")
+    end_to_end = s.CharField(
+        allow_null=True, help_text="the key id the producer sealed the payload under (the SDK's encryptor)"
+    )
+    error = s.CharField(
+        allow_null=True, help_text="why a sealed value could not be opened on this node (it then reads empty)"
+    )
+
+
 class Task(s.Serializer):
     id = s.CharField()
     queue = s.CharField()
@@ -158,6 +168,7 @@ class Task(s.Serializer):
     suspect = s.BooleanField(
         help_text="in flight when a worker's connection dropped (docs/architecture.md, Crashed workers)"
     )
+    encryption = Encryption()
 
 
 class Error(s.Serializer):
@@ -339,6 +350,7 @@ class CronEntry(s.Serializer):
     json = s.JSONField(allow_null=True)
     options = s.DictField()
     paused = s.BooleanField()
+    encryption = Encryption()
     next_run_at = s.DateTimeField()
     last_run_at = s.DateTimeField(allow_null=True)
 

@@ -67,7 +67,8 @@ class AdminOps(BrokerBase):
     def _terminate(self, task: Task, state: State, error: str, now: datetime, kind: str) -> None:
         was_waiting = task.state in WAITING
         task.state, task.finished_at, task.updated_at, task.last_error = state, now, now, error
-        task.save(update_fields=["state", "finished_at", "updated_at", "last_error"])
+        task.lease_expires_at = None  # (a waiting task holds no lease)
+        self.store.finish(task, ["last_error"])  # the store seals the error text
         if was_waiting and task.has_dependents:
             self.resolve_after_commit([task.id])
         self.emit(kind, [task], now)

@@ -10,8 +10,9 @@ from conveyor.broker.base import BrokerBase
 from conveyor.broker.types import CronSpec, TaskSpec
 from conveyor.broker.validation import check_queue_name, check_task_id, check_text, task_fields
 from conveyor.cron import check_spec, check_timezone, next_fire
-from conveyor.exceptions import DuplicateTask, InvalidArgument, NotFound
+from conveyor.exceptions import DuplicateTask, InvalidArgument, KeyUnavailable, NotFound
 from conveyor.models import CronEntry, Task
+from conveyor.sealing import CRON_PAYLOAD, active_key_id, seal
 
 # Task options a cron entry may carry (everything but what each fire decides).
 CRON_OPTIONS = (
@@ -42,12 +43,16 @@ class CronOps(BrokerBase):
         task_fields(
             task_spec_for(spec.task_type, spec.queue, spec.payload, spec.content_type, options, {}, spec.id), now
         )
+        payload, key_id = bytes(spec.payload or b""), active_key_id()
         values = {
             "spec": schedule,
             "timezone": spec.timezone or "UTC",
             "task_type": spec.task_type,
             "queue": spec.queue,
-            "payload": bytes(spec.payload or b""),
+            # Sealed under the active key if the node has a keyring (every run
+            # is opened and sealed again as a task row of its own).
+            "payload": seal(key_id, payload, CRON_PAYLOAD, spec.id),
+            "key_id": key_id,
             "content_type": spec.content_type or "application/json",
             "options": options,
             "paused": bool(spec.paused),
@@ -57,6 +62,7 @@ class CronOps(BrokerBase):
         entry, _created = self.cron.update_or_create(
             id=spec.id, defaults=values, create_defaults={**values, "created_at": now}
         )
+        entry.payload = payload
         return entry
 
     def get_cron_entry(self, entry_id: str) -> CronEntry:
@@ -102,6 +108,9 @@ class CronOps(BrokerBase):
         ``unique_ttl`` option, a slot whose previous run still holds the
         entry's unique key is skipped (the next run still moves on).
         """
+        if entry.seal_error:
+            # Its payload cannot be opened here: no run with an empty one.
+            raise KeyUnavailable(entry.seal_error, key_id=entry.key_id)
         now = self.now()
         slot = entry.next_run_at
         following = next_fire(entry.spec, entry.timezone, max(now, slot))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import random
 import zlib
 from datetime import datetime, timedelta
@@ -313,12 +312,7 @@ def _select_random(qs: Any, n: int) -> list[Task]:
 
 
 def leased_row(values: tuple[Any, ...]) -> LeasedTask:
-    task = LeasedTask(*values)
-    if isinstance(task.metadata, str):
-        task.metadata = json.loads(task.metadata)
-    if isinstance(task.payload, memoryview):
-        task.payload = bytes(task.payload)
-    return task
+    return LeasedTask.from_row(values)
 
 
 def sort_key(order: tuple[str, ...]) -> Any:

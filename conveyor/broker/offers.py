@@ -35,12 +35,18 @@ from conveyor.store import Store, cell, task_columns
 BODY_MAX = 7800
 _DATETIMES = frozenset({"due_at", "enqueued_at", "expires_at", "deadline", "lease_expires_at", "started_at"})
 _FROM_THE_OFFER = frozenset({"lease_id", "lease_holder"})
+# What the notification carries as the row stores it, after the body (the
+# payload sealed under the key id when the row has one): not in the body.
+_FROM_THE_ROW = frozenset({"payload", "key_id"})
+# What sealing adds to a payload: the envelope's header but the key id, the nonce, the tag.
+_SEALING_OVERHEAD = 2 + 12 + 16
 
 # Positions among a task's values (field order, as ``enqueue.task_values`` gives them).
 _AT = {attname: i for i, (_, attname) in enumerate(task_columns())}
 # The notification body: each leased field's value position (None: the offer's).
-_BODY = [None if name in _FROM_THE_OFFER else _AT[name] for name in LEASED_FIELDS]
-_STATE, _PAYLOAD = LEASED_FIELDS.index("state"), LEASED_FIELDS.index("payload")
+_BODY = [None if name in _FROM_THE_OFFER | _FROM_THE_ROW else _AT[name] for name in LEASED_FIELDS]
+_STATE = LEASED_FIELDS.index("state")
+_PAYLOAD_AT, _KEY_AT = _AT["payload"], _AT["key_id"]
 _STARTED, _EXPIRES = LEASED_FIELDS.index("started_at"), LEASED_FIELDS.index("lease_expires_at")
 _BODY_DATETIMES = [i for i, name in enumerate(LEASED_FIELDS) if name in _DATETIMES]
 _compact_json = json.JSONEncoder(separators=(",", ":")).encode
@@ -157,7 +163,6 @@ def offered_body(values: list[Any], started: datetime, expires: datetime) -> str
     None when too large for a notification."""
     out: list[Any] = [None if i is None else values[i] for i in _BODY]
     out[_STATE] = State.ACTIVE
-    out[_PAYLOAD] = base64.b64encode(bytes(out[_PAYLOAD])).decode()
     out[_STARTED], out[_EXPIRES] = started, expires
     texts = {started: started.isoformat()}  # enqueued, due and started are often the same instant
     for i in _BODY_DATETIMES:
@@ -166,15 +171,25 @@ def offered_body(values: list[Any], started: datetime, expires: datetime) -> str
             text = texts.get(when)
             out[i] = text if text is not None else texts.setdefault(when, when.isoformat())
     body = _compact_json(out)
-    return body if len(body) <= BODY_MAX else None
+    key_id, payload = values[_KEY_AT], values[_PAYLOAD_AT]
+    stored = len(payload) + (_SEALING_OVERHEAD + len(key_id) if key_id and payload else 0)
+    encoded = -(-stored // 3) * 4
+    encoded += encoded // 76  # PostgreSQL's encode() breaks base64 into lines of 76
+    return body if len(body) + len(key_id or "") + encoded + 2 <= BODY_MAX else None
 
 
-def offered_task(body: str, lease_id: str, holder: str) -> LeasedTask:
-    """The leased task a notification carries (``offered_body``'s inverse)."""
+def offered_task(notification: str, holder: str) -> LeasedTask:
+    """The leased task a notification carries: ``lease_id key_id body payload``
+    (``insert_one_taking_offer``: the body is ``offered_body``'s, the key id
+    and the base64 payload are the row's), opened."""
+    lease_id, _, rest = notification.partition(" ")
+    key_id, _, rest = rest.partition(" ")
+    body, _, encoded = rest.rpartition(" ")  # (base64 has no spaces; the body may)
     row = dict(zip(LEASED_FIELDS, json.loads(body), strict=True))
-    row["payload"] = base64.b64decode(row["payload"])
     for name in _DATETIMES:
         if row[name] is not None:
             row[name] = datetime.fromisoformat(row[name])
     row["lease_id"], row["lease_holder"] = lease_id, holder
-    return LeasedTask(**row)
+    row["payload"] = base64.b64decode(encoded)  # (skips the line breaks)
+    row["key_id"] = key_id or None
+    return LeasedTask.from_row([row[name] for name in LEASED_FIELDS])

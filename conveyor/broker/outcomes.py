@@ -17,21 +17,24 @@ from conveyor.broker.validation import check_seconds, check_time, scrub_text
 from conveyor.conf import conveyor_settings
 from conveyor.exceptions import InvalidArgument, LeaseLost
 from conveyor.models import Task
+from conveyor.sealing import ServerText
 from conveyor.states import State
-from conveyor.store import OutcomeRow
+from conveyor.store import KEY_UNKNOWN, OutcomeRow, Wanted
 
 CANCELED_WHILE_RUNNING = "canceled while running"
 MAX_ERROR_LENGTH = 4000
 
 
-def clip_error(error: str) -> str:
-    """A worker's error as stored: at most MAX_ERROR_LENGTH, and storable.
+def clip_error(error: str, prefix: str = "") -> str:
+    """A worker's error as stored (after *prefix*): at most MAX_ERROR_LENGTH, and storable.
 
     The outcome is never refused for its text: a NUL or a lone surrogate
-    becomes U+FFFD, so a retry stays a retry and a skip-retry an archive.
+    becomes U+FFFD, so a retry stays a retry and a skip-retry an archive. A
+    ``ServerText`` stays one (it is stored unsealed, conveyor/sealing.py).
     """
-    error = scrub_text(error or "")
-    return error if len(error) <= MAX_ERROR_LENGTH else error[: MAX_ERROR_LENGTH - 1] + "…"
+    text = scrub_text(prefix + (error or ""))
+    text = text if len(text) <= MAX_ERROR_LENGTH else text[: MAX_ERROR_LENGTH - 1] + "…"
+    return ServerText(text) if isinstance(error, ServerText) else text
 
 
 def retry_policy_of(task: Task) -> RetryPolicy:
@@ -175,9 +178,9 @@ class OutcomeOps(BrokerBase):
         elif skip_retry:
             row.last_error = clip_error(error)
         elif row.retried >= row.max_retry:
-            row.last_error = clip_error(f"retries exhausted: {error}")
+            row.last_error = clip_error(error, "retries exhausted: ")
         elif row.deadline is not None and row.deadline <= now:
-            row.last_error = clip_error(f"deadline passed: {error}")
+            row.last_error = clip_error(error, "deadline passed: ")
         else:
             wait = backoff_delay(retry_policy_of(row), row.retried) if delay is None else delay
             self._to_retry(row, now + timedelta(seconds=wait), error, now)
@@ -249,7 +252,7 @@ class OutcomeOps(BrokerBase):
 
 
 def _canceled_error(error: str) -> str:
-    return clip_error(f"{CANCELED_WHILE_RUNNING}: {error}" if error else CANCELED_WHILE_RUNNING)
+    return clip_error(error, f"{CANCELED_WHILE_RUNNING}: ") if error else CANCELED_WHILE_RUNNING
 
 
 @dataclass(slots=True)
@@ -260,11 +263,16 @@ class LeaseRef:
     lease_id: str
     state: str = State.ACTIVE
     finished_at: datetime | None = None
+    key_id: str | None = KEY_UNKNOWN  # (the store reads the row's, for a result)
 
 
-def _wanted(items: Sequence[tuple[Any, bytes | None]]) -> dict[str, tuple[str | None, bytes | None]]:
-    """id -> (lease id, result); a task given twice keeps its first result."""
-    wanted: dict[str, tuple[str | None, bytes | None]] = {}
+def _wanted(items: Sequence[tuple[Any, bytes | None]]) -> Wanted:
+    """id -> (lease id, result, key id); a task given twice keeps its first result.
+
+    The key id is the row's as the task was leased (it cannot change under a
+    lease: re-sealing passes over active rows), or ``KEY_UNKNOWN``.
+    """
+    wanted: Wanted = {}
     for task, result in items:
-        wanted.setdefault(task.id, (task.lease_id, result))
+        wanted.setdefault(task.id, (task.lease_id, result, getattr(task, "key_id", KEY_UNKNOWN)))
     return wanted

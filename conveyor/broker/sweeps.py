@@ -65,7 +65,7 @@ class SweepOps(BrokerBase):
                 self.tasks.select_for_update(skip_locked=True)
                 .filter(state__is=State.SCHEDULED, due_at__lte=now)
                 .order_by("due_at")
-                .only("id", "queue", "type", "state", "retried", "last_error")[: PASS_LIMIT * 10]
+                .only("id", "queue", "type", "state", "retried", "last_error", "key_id")[: PASS_LIMIT * 10]
             )
             if rows:
                 self.tasks.filter(id__in=[r.id for r in rows], state=State.SCHEDULED).update(

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from conveyor.sealing import open_task
 from conveyor.store.base import LEASED_FIELDS
+
+# The sealed columns a leased task carries (not its result).
+SEALED_WHEN_LEASED = ("payload", "last_error")
 
 if TYPE_CHECKING:
     from conveyor.broker.rows import NewTask
@@ -227,7 +232,11 @@ class LeasedTask:
     started_at: datetime | None
     progress: int = 0
     progress_message: str = ""
+    key_id: str | None = None
     finished_at: datetime | None = None
+    # Why its payload could not be opened here (conveyor/sealing.py): it is
+    # then failed as an attempt, never pushed (dispatch/gateway.py).
+    seal_error: str = ""
 
     @property
     def attempt(self) -> int:
@@ -235,4 +244,19 @@ class LeasedTask:
 
     @classmethod
     def from_model(cls, task: Any) -> LeasedTask:
-        return cls(*(getattr(task, name) for name in LEASED_FIELDS))
+        """A leased model instance (opened already, by ``Task.from_db``)."""
+        leased = cls(*(getattr(task, name) for name in LEASED_FIELDS))
+        leased.seal_error = task.seal_error
+        return leased
+
+    @classmethod
+    def from_row(cls, values: Any) -> LeasedTask:
+        """A leased row as the database stores it (``LEASED_FIELDS``' values), opened."""
+        leased = cls(*values)
+        if isinstance(leased.metadata, str):
+            leased.metadata = json.loads(leased.metadata)
+        if isinstance(leased.payload, memoryview):
+            leased.payload = bytes(leased.payload)
+        if leased.key_id is not None:
+            open_task(leased, SEALED_WHEN_LEASED)
+        return leased

@@ -15,6 +15,7 @@ from typing import Any
 from conveyor.backoff import POLICIES
 from conveyor.broker.types import TaskSpec
 from conveyor.conf import conveyor_settings
+from conveyor.sealing import active_key_id
 from conveyor.exceptions import InvalidArgument
 
 # \Z, not $: ``$`` also matches before a trailing newline, and other modules
@@ -270,4 +271,7 @@ def task_fields(spec: TaskSpec, now: datetime) -> dict[str, Any]:
         "retry_kind": retry_kind,
         "retry_base": retry_base,
         "retry_cap": retry_cap,
+        # Sealed under the active key, if the node has a keyring (the store
+        # seals; uniqueness above was derived from the plaintext).
+        "key_id": active_key_id(),
     }

@@ -158,7 +158,7 @@ def task_info(task: Any) -> pb.TaskInfo:
         priority=task.priority,
         retried=task.retried,
         max_retry=task.max_retry,
-        last_error=task.last_error or "",
+        last_error=task.seal_error or task.last_error or "",  # (why a sealed value reads empty here)
         enqueued_at=timestamp(task.enqueued_at),
         process_at=timestamp(task.due_at),
         completed_at=timestamp(task.finished_at),

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
+from conveyor.sealing import end_to_end_key_id
 from conveyor.states import State
 
 # Display order of the task states: the waiting ones first, then running, then finished.
@@ -51,9 +53,20 @@ class Body:
     """A payload or result, ready to show."""
 
     size: int
-    kind: str  # empty | json | text | binary
+    kind: str  # empty | json | text | binary | encrypted (text: the key id) | unreadable (text: why)
     text: str = ""
     truncated: bool = False
+
+
+def present_payload(task: Any) -> Body:
+    """A task's payload: its body, or that its producer sealed it end to end
+    (the server has no key for it), or why this node cannot open it."""
+    if task.seal_error:
+        return Body(0, "unreadable", task.seal_error)
+    key_id = end_to_end_key_id(task.payload, task.metadata)
+    if key_id is not None:
+        return Body(len(task.payload), "encrypted", key_id)
+    return present_body(task.payload, task.content_type)
 
 
 def present_body(raw: bytes | memoryview | None, content_type: str) -> Body:

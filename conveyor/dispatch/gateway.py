@@ -21,6 +21,7 @@ from conveyor import metrics
 from conveyor.conf import conveyor_settings
 from conveyor.dispatch.breaker import TypeBreaker
 from conveyor.exceptions import LeaseLost
+from conveyor.sealing import ServerText
 from conveyor.sdk import protocol as p
 
 if TYPE_CHECKING:
@@ -123,7 +124,9 @@ class Gateway:
             self._supersede(task.id)
             self.inflight[task.id] = Inflight(task, queue)
             self.node.leases[task.id] = self
-        self.push_tasks(queue, tasks)
+        openable = self._openable(tasks)
+        if openable:
+            self.push_tasks(queue, openable)
 
     def flush(self) -> None:
         """Push what ``deliver`` queued at once, if pushes are queued (they are sent together at the end of the loop turn)."""
@@ -136,7 +139,18 @@ class Gateway:
             self.inflight[task.id] = Inflight(task, queue, group_lease=lease_id)
             self.node.leases[task.id] = self
         self.groups[lease_id] = GroupInflight(lease_id, queue, tasks[0].type, {t.id for t in tasks})
-        self.push_group(queue, group, tasks)
+        tasks = self._openable(tasks)
+        if tasks:
+            self.push_group(queue, group, tasks)
+
+    def _openable(self, tasks: list[Task]) -> list[Task]:
+        """The tasks whose payload this node could open; each other one fails
+        at once as an attempt, with why (it is never pushed: a worker or an
+        endpoint never gets ciphertext, nor an empty payload in its place)."""
+        unopened = [t for t in tasks if t.seal_error]
+        for task in unopened:
+            self.settle(task.id, p.RETRY, ServerText(f"not run: {task.seal_error}"))
+        return [t for t in tasks if not t.seal_error] if unopened else tasks
 
     def _forget(self, task_id: str) -> None:
         # Only our own entry: the task may already be in flight again under

@@ -34,7 +34,7 @@ import psycopg
 
 from conveyor import metrics
 from conveyor.broker.base import run_now
-from conveyor.broker.lease import LEASED_COLUMNS, leased_row
+from conveyor.broker.lease import leased_row
 from conveyor.broker.offers import offered_task
 from conveyor.conf import conveyor_settings
 from conveyor.dispatch.loop_lease import close_quietly
@@ -56,10 +56,6 @@ _PLACE = (
     "SELECT %s, %s, unnest(%s::varchar[]), %s, %s"
 )
 WITHDRAW = "DELETE FROM conveyor_offer WHERE lease_id = ANY(%s::varchar[]) RETURNING lease_id"
-_TAKEN = (
-    f"SELECT {', '.join(f't.{c}' for c in LEASED_COLUMNS)} FROM conveyor_task AS t "
-    "WHERE t.lease_id = ANY(%s::varchar[]) AND t.lease_holder = %s AND t.state = 'active'"
-)
 
 
 @dataclass
@@ -169,9 +165,8 @@ class OfferBook:
     # -- arrivals ------------------------------------------------------------------------
 
     def on_notification(self, payload: str) -> None:
-        lease_id, _, body = payload.partition(" ")
         try:
-            task = offered_task(body, lease_id, self.node.id)
+            task = offered_task(payload, self.node.id)
         except Exception:
             logger.exception("unreadable offer notification %r", payload[:200])
             return
@@ -220,9 +215,7 @@ class OfferBook:
             return
 
         async def read(conn: psycopg.AsyncConnection[Any]) -> list[tuple[Any, ...]]:
-            async with conn.cursor() as cursor:
-                await cursor.execute(_TAKEN, [due, self.node.id])
-                return await cursor.fetchall()
+            return await self.node.broker.store.ataken(conn, due, self.node.id)  # type: ignore[attr-defined,no-any-return]
 
         try:
             rows = await self.leaser.run(read)

@@ -31,6 +31,7 @@ OUTCOME_COLUMNS = (
     "retention",
     "has_dependents",
     "concurrency_key",
+    "key_id",
 )
 
 
@@ -48,6 +49,7 @@ class OutcomeRow:
     retention: float | None
     has_dependents: bool
     concurrency_key: str | None
+    key_id: str | None = None
     finished_at: datetime | None = None
 
 
@@ -82,10 +84,15 @@ LEASED_FIELDS = (
     "started_at",
     "progress",
     "progress_message",
+    "key_id",
 )
 
-# id -> (lease id, result): what a completion asks for.
-Wanted = dict[str, tuple[str | None, bytes | None]]
+# A completion's key id when the caller does not know the row's (an ack by
+# id and lease id alone): the sealing store reads it. Never a key id
+# (those are A-Z a-z 0-9 . _ -).
+KEY_UNKNOWN = "?"
+# id -> (lease id, result, the row's key id): what a completion asks for.
+Wanted = dict[str, tuple[str | None, bytes | None, str | None]]
 
 _COLUMNS: list[tuple[str, str]] = []  # (column, attname)
 
@@ -104,6 +111,16 @@ def cell(value: Any, attname: str) -> Any:
     if isinstance(value, memoryview):
         return bytes(value)
     return value
+
+
+@dataclass(slots=True)
+class Resealed:
+    """What one pass of re-sealing did."""
+
+    resealed: int = 0
+    last_id: str = ""  # where the next pass starts ("" when no row was looked at)
+    skipped: int = 0  # active, or held by another transaction: left for a later pass
+    unopened: dict[str, int] | None = None  # key id -> rows whose values this keyring cannot open
 
 
 class Store(Protocol):
@@ -160,3 +177,19 @@ class Store(Protocol):
 
     def purge(self, now: datetime, cutoff: datetime, limit: int) -> int:
         """Delete purgeable finished rows no unresolved edge points at; return how many."""
+
+    # -- keys (encryption at rest, docs/encryption.md) -------------------------------
+
+    def key_ids(self, task_ids: Sequence[str]) -> dict[str, str | None]:
+        """The key id of each of these rows that exists."""
+
+    def key_counts(self) -> dict[str, dict[str | None, int]]:
+        """Rows per key id (None: plaintext), of the task and cron tables."""
+
+    def reseal_tasks(self, key_id: str, after: str, limit: int) -> Resealed:
+        """Seal up to *limit* task rows not under *key_id* anew under it, in id
+        order after *after*, skipping active rows and rows another
+        transaction holds."""
+
+    def reseal_cron(self, key_id: str) -> Resealed:
+        """Seal every cron entry not under *key_id* anew under it."""

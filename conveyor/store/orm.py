@@ -11,10 +11,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Case, Value, When
+from django.db import transaction
+from django.db.models import Case, Count, Value, When
 
-from conveyor.models import Task
+from conveyor import sealing
+from conveyor.models import CronEntry, Task
 from conveyor.states import State
+from conveyor.store.base import Resealed
 
 # Columns every terminal transition writes, besides its own.
 FINISHED = ["state", "finished_at", "updated_at", "lease_expires_at"]
@@ -66,3 +69,65 @@ class OrmTransitions:
         """Record progress of a leased task; whether the lease still held."""
         scope = self.tasks.filter(id=task_id, lease_id=lease_id, state=State.ACTIVE)
         return bool(scope.update(progress=percent, progress_message=message))
+
+    # -- keys ------------------------------------------------------------------------
+
+    def key_ids(self, task_ids: Sequence[str]) -> dict[str, str | None]:
+        return dict(self.tasks.filter(id__in=list(task_ids)).values_list("id", "key_id"))
+
+    def key_counts(self) -> dict[str, dict[str | None, int]]:
+        def count(rows: Any) -> dict[str | None, int]:
+            return dict(rows.values_list("key_id").annotate(n=Count("id")).order_by())
+
+        return {"tasks": count(self.tasks), "cron": count(CronEntry.objects.db_manager(self.alias))}
+
+    def reseal_tasks(self, key_id: str, after: str, limit: int) -> Resealed:
+        # Which rows come next, unlocked; then lock those not active, passing
+        # over rows another transaction holds (SKIP LOCKED). An active row's
+        # result will come sealed under its lease's key: it is left for a
+        # later pass, so that key never changes under a running task.
+        ahead = list(
+            self.tasks.filter(id__gt=after).exclude(key_id=key_id).order_by("id").values_list("id", flat=True)[:limit]
+        )
+        if not ahead:
+            return Resealed()
+        done = Resealed(last_id=ahead[-1], unopened={})
+        with transaction.atomic(using=self.alias):
+            rows = list(
+                self.tasks.select_for_update(skip_locked=True)
+                .filter(id__in=ahead)
+                .exclude(state=State.ACTIVE)
+                .exclude(key_id=key_id)
+                .only("id", "key_id", "payload", "result", "last_error")
+            )
+            fresh = []
+            for row in rows:
+                if row.seal_error:
+                    done.unopened[row.key_id] = done.unopened.get(row.key_id, 0) + 1  # type: ignore[index]
+                    continue
+                row.key_id = key_id
+                values = sealing.seal_task_values(
+                    {"id": row.id, "key_id": key_id, "payload": row.payload, "result": row.result,
+                     "last_error": row.last_error}
+                )  # fmt: skip
+                row.payload, row.result, row.last_error = values["payload"], values["result"], values["last_error"]
+                fresh.append(row)
+            if fresh:
+                self.tasks.bulk_update(fresh, ["payload", "result", "last_error", "key_id"])
+        done.resealed = len(fresh)
+        done.skipped = len(ahead) - len(rows)
+        return done
+
+    def reseal_cron(self, key_id: str) -> Resealed:
+        done = Resealed(unopened={})
+        entries = CronEntry.objects.db_manager(self.alias)
+        with transaction.atomic(using=self.alias):
+            for entry in entries.select_for_update().exclude(key_id=key_id).order_by("id"):
+                if entry.seal_error:
+                    done.unopened[entry.key_id] = done.unopened.get(entry.key_id, 0) + 1  # type: ignore[index]
+                    continue
+                entry.payload = sealing.seal(key_id, entry.payload, sealing.CRON_PAYLOAD, entry.id)
+                entry.key_id = key_id
+                entry.save(update_fields=["payload", "key_id"])
+                done.resealed += 1
+        return done

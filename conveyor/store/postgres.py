@@ -221,6 +221,14 @@ class PostgresStore(OrmTransitions):
         rows = await self.arun(conn, sql.statement("lease_of"), {"id": task_id})
         return rows[0] if rows else None
 
+    async def ataken(self, conn: psycopg.AsyncConnection[Any], lease_ids: list[str], holder: str) -> list[Any]:
+        """The leased rows (``LEASED_FIELDS``) of a node's taken offers, by lease id."""
+        query = sql.statement("taken", leased_t=_columns()["leased_t"])
+        return await self.arun(conn, query, {"leases": lease_ids, "holder": holder})
+
+    async def akey_ids(self, conn: psycopg.AsyncConnection[Any], task_ids: list[str]) -> dict[str, str | None]:
+        return dict(await self.arun(conn, sql.statement("key_ids"), {"ids": task_ids}))
+
     # -- lease -------------------------------------------------------------------------
 
     def lease(self, params: dict[str, Any], policy: str) -> list[tuple[Any, ...]] | None:

@@ -27,8 +27,22 @@ WITH o AS (
         FOR UPDATE SKIP LOCKED)
     RETURNING channel, lease_id, holder)
 INSERT INTO conveyor_task ({columns}) VALUES ({offer_values})
+-- The notification carries the row's key id and payload as stored (sealed
+-- when the row has a key id; base64, which has no spaces), not the body's.
 RETURNING lease_id, lease_holder,
-    CASE WHEN lease_id IS NOT NULL THEN pg_notify((SELECT channel FROM o), lease_id || ' ' || %(body)s) END
+    CASE WHEN lease_id IS NOT NULL THEN pg_notify((SELECT channel FROM o),
+        lease_id || ' ' || coalesce(key_id, '') || ' ' || %(body)s || ' ' || encode(payload, 'base64')) END
+
+-- name: taken
+-- The tasks a node's taken offers stored, by their lease ids (a notification
+-- that did not arrive).
+SELECT {leased_t} FROM conveyor_task AS t
+WHERE t.lease_id = ANY(%(leases)s::varchar[]) AND t.lease_holder = %(holder)s AND t.state = 'active'
+
+-- name: key_ids
+-- The key ids of rows an acknowledgement names by id alone (its result is
+-- sealed under the row's key).
+SELECT id, key_id FROM conveyor_task WHERE id = ANY(%(ids)s::varchar[])
 
 -- name: lease_of
 -- What a task's row says of its lease (an INSERT retried after a lost

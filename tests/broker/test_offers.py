@@ -78,8 +78,7 @@ def test_a_due_task_takes_an_offer_and_its_node_is_notified_with_the_task(db_ali
     assert hooks.wakes == []  # its node has it: nobody to wake
     assert [e.kind for e in hooks.events] == ["enqueued"]
     [payload] = notes(listener)
-    lease_id, _, body = payload.partition(" ")
-    sent = offered_task(body, lease_id, HOLDER)
+    sent = offered_task(payload, HOLDER)
     for name in ("id", "queue", "type", "state", "payload", "metadata", "due_at", "lease_id", "lease_holder"):
         assert getattr(sent, name) == getattr(row, name), name
     assert sent.lease_expires_at == row.lease_expires_at and sent.started_at == row.started_at
@@ -306,14 +305,14 @@ def test_a_withdraw_waits_for_a_take_in_flight_and_gets_back_only_an_offer_not_t
 def test_the_largest_task_that_takes_an_offer_fits_in_a_notification(db_alias, clock, producer, listener):
     broker, _ = producer
 
-    def body_size(n: int) -> int:
+    def takes(n: int) -> bool:
         take, _ = _take(broker, clock, payload=b"x" * n)
-        return BODY_MAX + 1 if take is None else len(take.body)
+        return take is not None
 
     low, high = 0, BODY_MAX
-    while low < high:  # the largest payload whose body is at most BODY_MAX
+    while low < high:  # the largest payload whose notification is at most BODY_MAX
         mid = (low + high + 1) // 2
-        low, high = (mid, high) if body_size(mid) <= BODY_MAX else (low, mid - 1)
+        low, high = (mid, high) if takes(mid) else (low, mid - 1)
     offer(db_alias, clock, "lease-1")
     offer(db_alias, clock, "lease-2")
 
@@ -323,7 +322,7 @@ def test_the_largest_task_that_takes_an_offer_fits_in_a_notification(db_alias, c
     assert largest.lease_id == "lease-1"  # PostgreSQL took its notification
     [payload] = notes(listener)
     assert len(payload.encode()) < 8000
-    assert offered_task(payload.partition(" ")[2], "lease-1", HOLDER).payload == b"x" * low
+    assert offered_task(payload, HOLDER).payload == b"x" * low
     assert larger.state == State.PENDING
 
 

@@ -49,8 +49,12 @@ def test_every_package_conveyor_imports_is_a_declared_dependency() -> None:
 
 
 def test_the_sdk_imports_only_the_base_dependencies() -> None:
-    sdk = top_level_imports(list((ROOT / "conveyor" / "sdk").rglob("*.py")))
+    encryption = ROOT / "conveyor" / "sdk" / "encryption.py"
+    sdk = top_level_imports([p for p in (ROOT / "conveyor" / "sdk").rglob("*.py") if p != encryption])
     assert not undeclared(sdk, declared(PROJECT["dependencies"]))
+    # End-to-end encryption is the one optional part: the `encryption` extra.
+    extra = declared(PROJECT["dependencies"] + PROJECT["optional-dependencies"]["encryption"])
+    assert not undeclared(top_level_imports([encryption]), extra)
 
 
 def test_the_version_is_read_from_the_package() -> None:

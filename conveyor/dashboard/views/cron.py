@@ -142,6 +142,8 @@ def cron_form(request: HttpRequest, entry_id: str | None = None) -> HttpResponse
             return HttpResponseRedirect(reverse("conveyor:dashboard:cron"))
     values = _initial(entry)
     errors: dict[str, str] = {}
+    if entry is not None and entry.seal_error and request.method != "POST":
+        errors["payload"] = f"The stored payload cannot be shown: {entry.seal_error}. Saving replaces it with this one."
     if request.method == "POST":
         if read_only():
             return refuse_read_only(request)

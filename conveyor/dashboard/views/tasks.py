@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
 from conveyor.broker import IdResult, get_broker
-from conveyor.dashboard.present import STATE_NAMES, present_body
+from conveyor.dashboard.present import STATE_NAMES, present_body, present_payload
 from conveyor.dashboard.views.common import mutation, page, redirect_back, report, staff
 from conveyor.durations import parse_duration
 from conveyor.exceptions import ConveyorError, InvalidArgument, TaskNotFound
@@ -207,7 +207,7 @@ def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
         "conveyor/dashboard/task_detail.html",
         {
             "t": task,
-            "payload": present_body(task.payload, task.content_type),
+            "payload": present_payload(task),
             "result": present_body(task.result, "application/json") if task.result is not None else None,
             "upstream": upstream,
             "downstream": downstream,
