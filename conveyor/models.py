@@ -167,6 +167,13 @@ class Task(models.Model):
             raise TypeError("a Task read with its payload, result or last_error must be read with key_id too")
         return task
 
+    @classmethod
+    def from_plaintext(cls, db: str, values: list[object]) -> Task:
+        """An instance of a row's values in field order that were not read
+        from the database (a new row, its values in plaintext): ``from_db``
+        without the opening."""
+        return super().from_db(db, None, values)  # type: ignore[no-any-return]
+
 
 class TaskDependency(models.Model):
     """An edge: ``task`` waits for ``depends_on_id`` to finish."""

@@ -97,6 +97,7 @@ class Endpoint:
             type=params.get("type"),
             batch=batch_size,
             id=request.get("id"),
+            **({"payload": payload[:300].decode("utf-8", "replace")} if self.log_path else {}),
         )
         reply = {"jsonrpc": "2.0", "id": request.get("id")}
         if spec.get("async") or spec.get("silent"):

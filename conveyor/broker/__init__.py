@@ -20,6 +20,7 @@ from conveyor.broker.cron import CronOps
 from conveyor.broker.dependencies import DependencyOps
 from conveyor.broker.enqueue import EnqueueOps
 from conveyor.broker.groups import GroupOps
+from conveyor.broker.keys import KeyOps
 from conveyor.broker.lease import LeaseOps
 from conveyor.broker.outcomes import OutcomeOps
 from conveyor.broker.queues import QueueOps
@@ -62,6 +63,7 @@ class Broker(
     GroupOps,
     CronOps,
     RegistrationOps,
+    KeyOps,
 ):
     def enqueue_one(self, spec: TaskSpec) -> ItemResult:
         """Like ``enqueue``, but also tells whether the task was created (False: the id existed)."""

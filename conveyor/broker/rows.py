@@ -6,7 +6,8 @@ from its dependencies), the INSERT or COPY, its events and the answer as a
 Building a Django model per task would cost a batch more than its COPY;
 like ``LeasedTask`` for the lease, a new row is never saved through the ORM.
 Where a caller is promised a ``Task`` (``Broker.enqueue``, ``ItemResult.task``,
-``enqueue_tx``) one is made from the record with ``Task.from_db``, the way a
+``enqueue_tx``) one is made from the record with ``Task.from_plaintext`` (``from_db``
+without opening sealed values), the way a
 row read back from the database is.
 """
 
@@ -24,9 +25,13 @@ class NewTask:
     ``task.queue``...), and ``model(db)`` gives the instance itself.
     """
 
+    # A new row is in plaintext: nothing of it failed to open (``Task.seal_error``).
+    seal_error = ""
+
     def model(self, db: str) -> Task:
-        """This row as a ``Task`` instance of database *db*, as if read back."""
-        return Task.from_db(db, None, [getattr(self, name) for name in _plan().attnames])
+        """This row as a ``Task`` instance of database *db*, as if read back
+        (its values are plaintext already: nothing to open)."""
+        return Task.from_plaintext(db, [getattr(self, name) for name in _plan().attnames])
 
     @property
     def attempt(self) -> int:

@@ -15,8 +15,8 @@ from typing import Any
 from conveyor.backoff import POLICIES
 from conveyor.broker.types import TaskSpec
 from conveyor.conf import conveyor_settings
-from conveyor.sealing import active_key_id
 from conveyor.exceptions import InvalidArgument
+from conveyor.sealing import active_key_id
 
 # \Z, not $: ``$`` also matches before a trailing newline, and other modules
 # use these patterns with ``match``.

@@ -12,6 +12,7 @@ from importlib import import_module
 
 GROUP_MODULES = [
     "enqueue", "tasks", "queues", "limits", "groups", "cron", "webhooks", "cluster", "events", "sweep", "tokens",
+    "keys",
 ]  # fmt: skip
 
 

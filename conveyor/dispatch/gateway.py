@@ -21,8 +21,8 @@ from conveyor import metrics
 from conveyor.conf import conveyor_settings
 from conveyor.dispatch.breaker import TypeBreaker
 from conveyor.exceptions import LeaseLost
-from conveyor.sealing import ServerText
 from conveyor.sdk import protocol as p
+from conveyor.sealing import ServerText
 
 if TYPE_CHECKING:
     from conveyor.dispatch.node import Node

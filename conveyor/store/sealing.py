@@ -151,7 +151,9 @@ def _keyed(wanted: Any) -> Wanted:
 
 def _with_keys(wanted: Wanted, known: dict[str, str | None]) -> Wanted:
     """*wanted* with the unknown key ids as read (a row that is gone keeps none: its lease is lost)."""
-    return {i: (lease, result, known.get(i) if key == KEY_UNKNOWN else key) for i, (lease, result, key) in wanted.items()}
+    return {
+        i: (lease, result, known.get(i) if key == KEY_UNKNOWN else key) for i, (lease, result, key) in wanted.items()
+    }
 
 
 def _opened(rows: list[OutcomeRow]) -> list[OutcomeRow]:

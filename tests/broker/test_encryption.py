@@ -21,8 +21,8 @@ from conveyor.broker import TaskSpec
 from conveyor.broker.types import CronSpec
 from conveyor.exceptions import DuplicateTask, KeyUnavailable
 from conveyor.models import Task
-from conveyor.sealing import TEXT_PREFIX
 from conveyor.sdk.encryption import key_id_of
+from conveyor.sealing import TEXT_PREFIX
 from conveyor.states import State
 from conveyor.store import store_for
 from tests.broker.factories import enqueue, lease_one

@@ -11,6 +11,6 @@ from conveyor_site.settings import *  # noqa: F403
 TASKS = {
     "default": {
         "BACKEND": "conveyor.django_tasks.ConveyorBackend",
-        "QUEUES": ["default", "urgent", "ordered"],
+        "QUEUES": ["default", "urgent", "ordered", "sealed"],
     }
 }

@@ -20,6 +20,11 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
+@task(queue_name="sealed")
+def echo(value: object) -> object:
+    return value
+
+
 @task
 async def add_later(a: int, b: int) -> int:
     return a + b

@@ -1,8 +1,9 @@
 """A worker process for end-to-end tests, built on the public SDK only.
 
 Every task's payload says what to do: ``{"sleep": 0.1}``, ``{"sleep_first": 60}``
-(first attempt only), ``{"fail": true}``,
-``{"skip": true}``, ``{"exit": true}`` (the process dies at once, as a crash would), ``{"wait_cancel": true}``, ``{"progress": 50}``. Each
+(first attempt only), ``{"fail": true}``, ``{"fail_with": "text"}`` (first attempt
+only), ``{"echo": value}`` (the result carries it), ``{"skip": true}``,
+``{"exit": true}`` (the process dies at once, as a crash would), ``{"wait_cancel": true}``, ``{"progress": 50}``. Each
 start and finish is appended as a JSON line to ``--log`` (one file per
 process), and, with ``--record-dsn``, each execution is inserted into the
 PostgreSQL table ``e2e_executions``.
@@ -37,6 +38,7 @@ class Log:
                 "pid": os.getpid(),
                 "t": time.time(),
                 "key": (task.payload or {}).get("key") if isinstance(task.payload, dict) else None,
+                "payload": task.raw_payload[:300].decode("utf-8", "replace"),  # what the handler was given
                 **extra,
             }
         )
@@ -111,10 +113,14 @@ def main() -> None:
                 raise SkipRetry("asked to skip")
             if spec.get("fail"):
                 raise RuntimeError("asked to fail")
+            if spec.get("fail_with") and task.attempt == 1:
+                raise RuntimeError(spec["fail_with"])
         except asyncio.CancelledError:
             log.write("cancelled", task, reason=task.cancel_reason)
             raise
         log.write("done", task)
+        if spec.get("echo") is not None:
+            return {"pid": os.getpid(), "echo": spec["echo"]}
         return {"pid": os.getpid()}
 
     def handle_batch(tasks: list[Task]) -> None:

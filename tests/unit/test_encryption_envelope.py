@@ -22,9 +22,7 @@ K1 = bytes([1]) * 32
 
 # Sealed by upstream Conveyor's Go SDK (encryption.AESGCM) under key id "k1"
 # with a secret of 32 bytes 0x01: the envelope both SDKs must read.
-UPSTREAM_GO = bytes.fromhex(
-    "01026b31fa2631bc8ec32f8344f3319d4fed95d45187a2599c8ec57922b1de221cdf147ddcfed37d1cae62"
-)
+UPSTREAM_GO = bytes.fromhex("01026b31fa2631bc8ec32f8344f3319d4fed95d45187a2599c8ec57922b1de221cdf147ddcfed37d1cae62")
 
 # Our known answer: key "k1" = 32 x 0x01, nonce 00 01 .. 0b, plaintext below.
 KAT_PLAINTEXT = b'{"card":"4111"}'

@@ -82,7 +82,10 @@ def _cell(value: Any) -> str:
 
 
 class Command(BaseCommand):
-    help = "Operate Conveyor: enqueue, tasks, stats, queues, limits, groups, cron, webhooks, cluster, events, sweep, tokens."
+    help = (
+        "Operate Conveyor: enqueue, tasks, stats, queues, limits, groups, cron, webhooks, cluster, events, sweep, "
+        "tokens, keys."
+    )
     # The CLI talks to the database only; URL, admin and template checks are
     # `manage.py check`'s business and must not stop an operator mid-incident.
     requires_system_checks: list[str] = []
