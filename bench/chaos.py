@@ -10,22 +10,15 @@ process supervisor would), and four producer threads enqueuing tasks with
 ids over HTTP while the scenario injects its faults. When every
 acknowledged task has finished (or the settle time is up) it stops
 everything, reads the handlers' completion logs and the task table, and
-prints one row per scenario:
-
-  acked        enqueues the producers saw acknowledged (an answer, or a task found
-               stored after its connection closed unanswered)
-  completed    acked tasks completed in the database whose handler logged "done"
-  lost         acked tasks (poison ones aside) neither completed nor archived
-  archived     acked tasks (poison ones aside) dead-lettered
-  ran again    tasks whose handler started more than once (at-least-once delivery)
-  done twice   tasks whose handler finished more than once
-  no answer    requests whose connection closed without an answer, and (in
-               brackets) how many of those were stored all the same
-  rescue       node scenarios: seconds from a node's SIGKILL until the last task it
-               held had started on another node
+prints one row per scenario (docs/operations.md, "Chaos testing", says
+what each scenario does and each column counts): tasks acknowledged,
+completed, lost, archived, run again, completed twice, whose result died
+with a SIGKILLed process, requests left without an answer (and of those,
+stored), and how long a SIGKILLed node's tasks waited to start again.
 
 ``--quick`` is the short form the test suite runs (tests/e2e/test_chaos.py);
-``--scenario`` picks scenarios (default: all); ``--keep`` keeps the logs.
+``--scenario`` picks scenarios (default: all); ``--keep`` keeps the logs and
+the database files.
 """
 
 from __future__ import annotations
@@ -130,6 +123,7 @@ class Scene:
         # (time, worker pid): a worker process died, or the node it was connected to;
         # results it held had not reached a live node
         self.deaths: list[tuple[float, int]] = []
+        self.exits_unasked: list[int] = []  # exit statuses of worker processes that ended by themselves
         self._stopping = threading.Event()
         self._supervisor = threading.Thread(target=self._supervise, daemon=True)
         self.t0 = time.monotonic()
@@ -160,7 +154,8 @@ class Scene:
             for worker in self.workers:
                 if not worker.alive and not self._stopping.is_set():
                     if worker.pid not in {pid for _, pid in self.deaths}:
-                        self.deaths.append((time.time(), worker.pid))  # it ended itself
+                        self.deaths.append((time.time(), worker.pid))
+                        self.exits_unasked.append(worker.proc.returncode)  # type: ignore[union-attr]
                     worker.start()
 
     def kill_worker(self, worker: Worker) -> None:
@@ -207,9 +202,6 @@ class Scene:
 
     def completion_logs(self) -> list[Path]:
         return [w.completion_log(n) for w in self.workers for n in range(1, w.starts + 1)]
-
-    def crashes(self) -> int:
-        return sum(w.starts for w in self.workers) - len(self.workers)
 
     def drop(self) -> None:
         self.rig.pg.execute(f"DROP DATABASE IF EXISTS {self.database} WITH (FORCE)")
@@ -344,7 +336,7 @@ def redis_outage(scene: Scene, plan: Plan) -> Outcome:
 
 def poison(scene: Scene, plan: Plan) -> Outcome:
     scene.at(plan.window)
-    return Outcome(f"{plan.poison} poison tasks")  # the crashes are added once the innocents are done
+    return Outcome(f"{plan.poison} poison tasks")
 
 
 @dataclass(frozen=True)
@@ -385,6 +377,7 @@ class Result:
     lost: int
     archived: int
     ran_again: int
+    worker_exits: int  # worker processes that ended by themselves (poison tasks end theirs)
     completed_twice: int
     result_died: int
     no_answer: int
@@ -419,8 +412,8 @@ def run_scenario(rig: Rig, scenario: Scenario, quick: bool) -> Result:
         phases.mark("settle")
         scene.stop()
         phases.mark("stop")
-        if plan.poison:
-            outcome.faults += f", {scene.crashes()} worker crashes"
+        if scene.exits_unasked:
+            outcome.faults += f", {len(scene.exits_unasked)} worker processes exited by themselves"
         runs = read_completion_logs(scene.completion_logs())
         for kill_at, held in getattr(scene, "held", []):
             outcome.rescues.append(rescue_time(kill_at, held, runs))
@@ -498,6 +491,7 @@ def count(
         lost=len(lost),
         archived=len(archived),
         ran_again=sum(1 for events in runs.values() if sum(e.event == "start" for e in events) > 1),
+        worker_exits=len(scene.exits_unasked),
         completed_twice=twice,
         result_died=result_died,
         no_answer=sum(tally.no_answer.values()),
@@ -542,29 +536,36 @@ def row(result: Result) -> list[str]:
     ]
 
 
+def markdown_row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
 def print_table(results: list[Result]) -> None:
-    rows = [list(COLUMNS), *map(row, results)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
-    for r in rows:
-        print(
-            "  ".join(
-                cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths, strict=True))
-            )
-        )
+    """The table as Markdown (docs/operations.md keeps the latest), then a line per scenario."""
+    print(markdown_row(list(COLUMNS)))
+    print(markdown_row(["---"] + ["---:"] * (len(COLUMNS) - 1)))
+    for result in results:
+        print(markdown_row(row(result)))
     print()
     for result in results:
-        extra = f"; error answers {result.errors}" if result.errors else ""
-        extra += f"; no answer {result.no_answer_kinds}" if result.no_answer_kinds else ""
-        extra += f"; gave up on {result.gave_up} enqueues" if result.gave_up else ""
-        extra += f"; lost e.g. {result.lost_ids}" if result.lost_ids else ""
-        print(f"{result.scenario}: {result.faults}; {result.seconds:.0f} s ({result.phases}){extra}")
+        print(note(result))
+
+
+def note(result: Result) -> str:
+    extra = f"; error answers {result.errors}" if result.errors else ""
+    extra += f"; no answer {result.no_answer_kinds}" if result.no_answer_kinds else ""
+    extra += f"; gave up on {result.gave_up} enqueues" if result.gave_up else ""
+    extra += f"; lost e.g. {result.lost_ids}" if result.lost_ids else ""
+    return f"{result.scenario}: {result.faults}; {result.seconds:.0f} s ({result.phases}){extra}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="the short form (about 600 tasks a scenario)")
     parser.add_argument("--scenario", action="append", choices=list(BY_NAME), help="run only this one (repeatable)")
-    parser.add_argument("--keep", action="store_true", help="keep the logs and the database files (their directories are printed)")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the logs and the database files (their directories are printed)"
+    )
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop what was started on the way out
     rig = Rig(keep=args.keep)
@@ -572,10 +573,7 @@ def main() -> None:
     try:
         for name in args.scenario or list(BY_NAME):
             result = run_scenario(rig, BY_NAME[name], args.quick)
-            print(
-                f"{name}: {result.acked} acked, {result.lost} lost, {result.completed_twice} completed twice",
-                flush=True,
-            )
+            print(markdown_row(row(result)), note(result), sep="\n", flush=True)
             results.append(result)
     finally:
         rig.close()

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from conveyor import __version__
 from conveyor.sdk import protocol as p
@@ -141,7 +141,9 @@ class AsyncWorker:
                 await self._connect_and_serve()
             except WorkerRefused:
                 raise
-            except (TimeoutError, OSError, ConnectionClosed, InvalidStatus) as exc:
+            # InvalidHandshake: an HTTP error status, or a connection closed before
+            # its upgrade was answered (a node that is shutting down does that).
+            except (TimeoutError, OSError, ConnectionClosed, InvalidHandshake) as exc:
                 logger.warning("connection to %s lost: %s", self.base_url, describe(exc))
             if self._welcomed:
                 attempt = 0  # the backoff restarts after every session that got going
