@@ -205,13 +205,16 @@ class AsyncWorker:
         for frame in frames[1:]:
             self._on_frame(frame)
 
-    async def _refused_with(self, ws: ClientConnection, frame: dict[str, Any]) -> WorkerRefused:
-        """The server answered hello with an error frame; its close code says which refusal."""
+    async def _refused_with(self, ws: ClientConnection, frame: dict[str, Any]) -> Exception:
+        """The server answered hello with an error frame; its close code says whether
+        for good (``WorkerRefused``) or for now (1012: a node shutting down; tried again)."""
         message = str(frame.get("message") or frame)
         with contextlib.suppress(TimeoutError, ConnectionClosed):
             await asyncio.wait_for(ws.wait_closed(), 5)
         code = ws.close_code or p.CLOSE_PROTOCOL_ERROR
-        return WorkerRefused(code, message)
+        if code in p.FATAL_CLOSE_CODES:
+            return WorkerRefused(code, message)
+        return ConnectionError(f"server closed the session ({code}): {message}")
 
     def _refusal(self, exc: ConnectionClosed) -> Exception:
         code = exc.rcvd.code if exc.rcvd else 1006
