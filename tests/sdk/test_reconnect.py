@@ -5,7 +5,7 @@ or accepts them and refuses the session with 1012 ("go elsewhere",
 docs/protocol.md §13); a worker reconnecting at that moment (after the
 node's 1012 close, or to a node behind a load balancer that is being
 replaced) must try again with backoff, as it does when the connection is
-refused. Only the refusals for good (4400, 4401, 4406) end ``run()``.
+refused. Only the refusals for good (4400, 4401, 4403, 4406) end ``run()``.
 """
 
 from __future__ import annotations
