@@ -29,9 +29,6 @@ RELEASE_RACE = pytest.mark.xfail(
     " moment has its result dropped (lease lost) and the task runs again",
     strict=False,
 )
-POISON = pytest.mark.xfail(
-    reason="issue 22 item 2: a crash charges an attempt to every task in flight on the worker", strict=True
-)
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +72,7 @@ def test_no_task_completes_twice(scenario, name: str) -> None:
     assert scenario(name).completed_twice == 0
 
 
-@pytest.mark.parametrize("name", marked(ALL, {"poison": POISON}))
+@pytest.mark.parametrize("name", ALL)
 def test_no_innocent_task_is_dead_lettered(scenario, name: str) -> None:
     assert scenario(name).archived == 0
 
