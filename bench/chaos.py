@@ -13,7 +13,7 @@ everything, reads the handlers' completion logs and the task table, and
 prints one row per scenario (docs/operations.md, "Chaos testing", says
 what each scenario does and each column counts): tasks acknowledged,
 completed, lost, archived, run again, completed twice, whose result died
-with a SIGKILLed process, requests left without an answer (and of those,
+with a SIGKILLed process, whose lease a PostgreSQL crash undid, requests left without an answer (and of those,
 stored), and how long a SIGKILLed node's tasks waited to start again.
 
 ``--quick`` is the short form the test suite runs (tests/e2e/test_chaos.py);
@@ -123,6 +123,9 @@ class Scene:
         # (time, worker pid): a worker process died, or the node it was connected to;
         # results it held had not reached a live node
         self.deaths: list[tuple[float, int]] = []
+        # times PostgreSQL crashed (an immediate restart): leases committed without
+        # waiting for the WAL flush (LEASE_ASYNC_COMMIT) just before may be undone
+        self.db_crashes: list[float] = []
         self.exits_unasked: list[int] = []  # exit statuses of worker processes that ended by themselves
         self._stopping = threading.Event()
         self._supervisor = threading.Thread(target=self._supervise, daemon=True)
@@ -292,6 +295,8 @@ def pg_restart(mode: str) -> Callable[[Scene, Plan], Outcome]:
         restarts = 1 if plan.quick else 3
         for k in range(restarts):
             scene.at((k + 1) * plan.window / (restarts + 1))
+            if mode == "immediate":
+                scene.db_crashes.append(time.time())
             scene.rig.pg.restart(mode)
         return Outcome(f"{restarts} PostgreSQL {mode} restart{'s' if restarts > 1 else ''}")
 
@@ -380,6 +385,7 @@ class Result:
     worker_exits: int  # worker processes that ended by themselves (poison tasks end theirs)
     completed_twice: int
     result_died: int
+    lease_undone: int
     no_answer: int
     no_answer_stored: int
     rescue: float | None
@@ -446,30 +452,50 @@ class Phases:
 KILL_WINDOW = 2.0  # seconds: a result this close to its holder's death may have died with it
 
 
-def finished_twice(runs: dict[str, list[Execution]], deaths: list[tuple[float, int]]) -> tuple[int, int]:
-    """Tasks whose handler finished more than once: (completed twice, result died).
+@dataclass
+class Twice:
+    """Tasks whose handler finished more than once, by why."""
+
+    completed_twice: int = 0
+    result_died: int = 0
+    lease_undone: int = 0
+
+
+def finished_twice(runs: dict[str, list[Execution]], deaths: list[tuple[float, int]], db_crashes: list[float]) -> Twice:
+    """Tasks whose handler finished more than once, sorted by cause.
 
     A finish is followed by its result on the way to the node, and by the ack's
     commit. When the worker process, or the node it was connected to, died
     within ``KILL_WINDOW`` of a finish (a worker finishes a handler before it
     notices that its node is gone), that result may have died with it and the
     task rightly ran again (at-least-once delivery): "result died".
+    When a finish is followed by another of the *same attempt* and PostgreSQL
+    crashed within ``KILL_WINDOW`` of the first, the database forgot the lease
+    (committed without waiting for the WAL flush, ``LEASE_ASYNC_COMMIT``) and
+    delivered the task again: "lease undone". A same-attempt repeat with no
+    crash near it is a release that raced a result, and counts below.
     Every other second finish ran a task whose first result was accepted or
     dropped by a live node: "completed twice".
     """
     died: dict[int, list[float]] = {}
     for at, pid in deaths:
         died.setdefault(pid, []).append(at)
-    twice = result_died = 0
+    out = Twice()
     for events in runs.values():
         finishes = sorted((e for e in events if e.event == "done"), key=lambda e: e.t)
         if len(finishes) < 2:
             continue
-        if all(any(abs(at - e.t) <= KILL_WINDOW for at in died.get(e.pid, [])) for e in finishes[:-1]):
-            result_died += 1
+        earlier = finishes[:-1]
+        if all(any(abs(at - e.t) <= KILL_WINDOW for at in died.get(e.pid, [])) for e in earlier):
+            out.result_died += 1
+        elif all(
+            any(f.attempt == e.attempt for f in finishes[i + 1 :]) and any(abs(at - e.t) <= KILL_WINDOW for at in db_crashes)
+            for i, e in enumerate(earlier)
+        ):
+            out.lease_undone += 1
         else:
-            twice += 1
-    return twice, result_died
+            out.completed_twice += 1
+    return out
 
 
 def count(
@@ -481,7 +507,7 @@ def count(
     archived = [t for t in innocents if states.get(t) == "archived"]
     lost = sorted(set(innocents) - set(completed) - set(archived))
 
-    twice, result_died = finished_twice(runs, scene.deaths)
+    twice = finished_twice(runs, scene.deaths, scene.db_crashes)
 
     return Result(
         scenario=name,
@@ -492,8 +518,9 @@ def count(
         archived=len(archived),
         ran_again=sum(1 for events in runs.values() if sum(e.event == "start" for e in events) > 1),
         worker_exits=len(scene.exits_unasked),
-        completed_twice=twice,
-        result_died=result_died,
+        completed_twice=twice.completed_twice,
+        result_died=twice.result_died,
+        lease_undone=twice.lease_undone,
         no_answer=sum(tally.no_answer.values()),
         no_answer_stored=tally.no_answer_stored,
         rescue=max(outcome.rescues) if outcome.rescues else None,
@@ -515,6 +542,7 @@ COLUMNS = (
     "ran again",
     "completed twice",
     "result died",
+    "lease undone",
     "no answer",
     "rescue",
 )
@@ -531,6 +559,7 @@ def row(result: Result) -> list[str]:
         str(result.ran_again),
         str(result.completed_twice),
         str(result.result_died),
+        str(result.lease_undone),
         f"{result.no_answer} ({result.no_answer_stored})",
         rescue,
     ]
