@@ -60,8 +60,8 @@ class PrivatePostgres:
     ``postgres`` user (who then owns the directory).
     """
 
-    def __init__(self) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="conveyor-chaos-pg-"))
+    def __init__(self, parent: str | None = None) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="conveyor-chaos-pg-", dir=parent))
         self.data = self.dir / "data"
         self.port = free_port()
         self.user = "postgres" if os.geteuid() == 0 else None

@@ -29,6 +29,16 @@ class EnqueueView(ApiView):
             OpenApiParameter("type", str),
             OpenApiParameter("search", str, description="an id, id prefix, unique key or concurrency key"),
             OpenApiParameter(
+                "where",
+                str,
+                description="conditions inside tasks, joined by `and`: `payload.<path> = <value>` (a JSON scalar "
+                "or a bare word) and `metadata.<key> = <value>`, e.g. `payload.user_id = 42 and metadata.tenant = "
+                "acme`. Payloads sealed at rest or end to end never match (docs/search.md)",
+            ),
+            OpenApiParameter(
+                "contains", str, description="a substring of the payload's text (a scan: slow on big tables)"
+            ),
+            OpenApiParameter(
                 "limit", {"type": "integer", "minimum": 0, "maximum": 1000}, description="1-1000; 0 or absent: 50"
             ),
             OpenApiParameter("page_token", str, description="next_page_token of the previous page"),
@@ -47,6 +57,8 @@ class EnqueueView(ApiView):
             state=q.get("state") or None,
             type=q.get("type") or None,
             search=q.get("search") or None,
+            where=q.get("where") or None,
+            contains=q.get("contains") or None,
             limit=int(limit) if limit is not None else None,
             page_token=q.get("page_token") or None,
         )

@@ -5,11 +5,13 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from conveyor.broker.base import BrokerBase
 from conveyor.broker.dependencies import OPEN_EDGE
+from conveyor.broker.filters import TaskFilter, parse_filter
 from conveyor.broker.types import IdResult, Page
-from conveyor.broker.validation import check_queue_name, check_seconds, check_task_id, check_time
+from conveyor.broker.validation import check_seconds, check_task_id, check_time
 from conveyor.conf import conveyor_settings
 from conveyor.exceptions import (
     ConveyorError,
@@ -20,7 +22,7 @@ from conveyor.exceptions import (
     TaskNotFound,
 )
 from conveyor.models import Task
-from conveyor.states import ADMIN_FROM, ALL_STATES, INCOMPLETE, TERMINAL, WAITING, State
+from conveyor.states import ADMIN_FROM, INCOMPLETE, TERMINAL, WAITING, State
 
 CANCELED_BY_ADMIN = "canceled by operator"
 
@@ -180,29 +182,40 @@ class AdminOps(BrokerBase):
         state: str | None = None,
         type: str | None = None,
         search: str | None = None,
+        where: str | None = None,
+        contains: str | None = None,
         limit: int | None = None,
         page_token: str | None = None,
     ) -> Page:
-        """Newest first by id; ``next_page_token`` only when the page is full."""
+        """Newest first by id; ``next_page_token`` only when the page is full.
+        *where* and *contains* search inside tasks (conveyor/broker/filters.py)."""
         size = conveyor_settings.LIST_PAGE_DEFAULT if limit in (None, 0) else limit
         if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= conveyor_settings.LIST_PAGE_MAX:
             raise InvalidArgument("limit", f"must be between 1 and {conveyor_settings.LIST_PAGE_MAX}")
-        qs = self.tasks.all()
-        if queue:
-            qs = qs.filter(queue=check_queue_name(queue))
-        if state:
-            if state not in ALL_STATES:
-                raise InvalidArgument("state", f"must be one of {', '.join(ALL_STATES)}")
-            qs = qs.filter(state=state)
-        if type:
-            qs = qs.filter(type=type)
-        if search:
-            qs = _search(qs, search)
+        given = {"queue": queue, "state": state, "type": type, "search": search, "where": where, "contains": contains}
+        qs = self.filtered(parse_filter(given))
         if page_token:
             qs = qs.filter(id__lt=decode_page_token(page_token))
         tasks = list(qs.order_by("-id")[:size])
         token = encode_page_token(tasks[-1].id) if len(tasks) == size else None
         return Page(tasks, token)
+
+    def filtered(self, selected: TaskFilter) -> Any:
+        """The tasks *selected* matches, as a queryset (unordered)."""
+        qs = self.tasks.all()
+        if selected.queue:
+            qs = qs.filter(queue=selected.queue)
+        if selected.state:
+            qs = qs.filter(state=selected.state)
+        if selected.type:
+            qs = qs.filter(type=selected.type)
+        if selected.search:
+            qs = _search(qs, selected.search)
+        if selected.where or selected.contains:
+            payload = [(c.path, c.value) for c in selected.where if c.source == "payload"]
+            metadata = {c.path[0]: c.value for c in selected.where if c.source == "metadata"}
+            qs = self.store.matching(qs, payload, metadata, selected.contains)
+        return qs
 
 
 def _search(qs, text: str):  # type: ignore[no-untyped-def]

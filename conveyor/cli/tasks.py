@@ -31,6 +31,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--state", help=", ".join(State))
     p.add_argument("--type", help="task type")
     p.add_argument("--search", help="an id, id prefix, unique key or concurrency key")
+    p.add_argument("--where", help="payload.<path> = <value> / metadata.<key> = <value>, joined by 'and'")
+    p.add_argument("--contains", help="a substring of the payload's text")
     p.add_argument("--limit", metavar="N", help="page size, 1-1000 (default 50)")
     p.add_argument("--page-token", metavar="TOKEN", help="the next-page token of the previous page")
 
@@ -88,6 +90,8 @@ def list_tasks(args: Any, out: Any) -> None:
         state=args.state,
         type=args.type,
         search=args.search,
+        where=args.where,
+        contains=args.contains,
         limit=to_int(args.limit, "--limit"),
         page_token=args.page_token,
     )

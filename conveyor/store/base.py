@@ -178,6 +178,14 @@ class Store(Protocol):
     def purge(self, now: datetime, cutoff: datetime, limit: int) -> int:
         """Delete purgeable finished rows no unresolved edge points at; return how many."""
 
+    def matching(self, rows: Any, payload: Sequence[tuple[tuple[str, ...], Any]], metadata: dict[str, str],
+                 contains: str) -> Any:  # fmt: skip
+        """The task queryset *rows* narrowed to tasks whose plaintext JSON
+        payload holds each (path, value) of *payload*, whose metadata holds
+        *metadata*, and whose payload text contains *contains* (if not "").
+        A payload sealed at rest (a key id) or of another content type never
+        matches a payload condition (docs/search.md)."""
+
     # -- keys (encryption at rest, docs/encryption.md) -------------------------------
 
     def key_ids(self, task_ids: Sequence[str]) -> dict[str, str | None]:

@@ -174,6 +174,27 @@ class PostgresStore(OrmTransitions):
         cursor = await conn.execute(query, params, prepare=conveyor_settings.PREPARED_STATEMENTS)
         return await cursor.fetchall() if fetch else []
 
+    # -- search ----------------------------------------------------------------------
+
+    def matching(self, rows: Any, payload: Sequence[tuple[tuple[str, ...], Any]], metadata: dict[str, str],
+                 contains: str) -> Any:  # fmt: skip
+        # Containment (@>) so that the GIN indexes of migration 0008 answer
+        # it: payload conditions merge into one object (one index probe).
+        # The predicates repeat the partial indexes' conditions, which the
+        # planner must see to use them (docs/decisions.md, "Search").
+        if payload:
+            rows = rows.alias(payload_json=PayloadJson("payload")).filter(
+                key_id__isnull=True, content_type=JSON, payload_json__contains=merged(payload)
+            )
+        if metadata:
+            rows = rows.exclude(metadata={}).filter(metadata__contains=metadata)
+        if contains:
+            # No index: a scan, newest first, until the page is full.
+            rows = rows.alias(payload_text=PayloadText("payload")).filter(
+                key_id__isnull=True, payload_text__contains=contains
+            )
+        return rows
+
     # -- enqueue ---------------------------------------------------------------------
 
     def insert_tasks(self, tasks: Sequence[Task]) -> None:
@@ -274,6 +295,37 @@ class PostgresStore(OrmTransitions):
 
 
 _VALUES_SQL: dict[int, str] = {}
+
+
+JSON = "application/json"
+
+
+class PayloadJson(models.Func):
+    """A plaintext payload as jsonb, NULL if it is not JSON (the function of migration 0008)."""
+
+    function = "conveyor_payload_json"
+    output_field = models.JSONField()
+
+
+class PayloadText(models.Func):
+    """A payload as text, NULL if it is not UTF-8 (migration 0008)."""
+
+    function = "conveyor_payload_text"
+    output_field = models.TextField()
+
+
+def merged(pairs: Sequence[tuple[tuple[str, ...], Any]]) -> dict[str, Any]:
+    """(path, value) pairs as one object: ((a, b), 1), ((a, c), 2) -> {"a": {"b": 1, "c": 2}}."""
+    whole: dict[str, Any] = {}
+    for path, value in pairs:
+        at = whole
+        for key in path[:-1]:
+            nxt = at.get(key)
+            if not isinstance(nxt, dict):
+                nxt = at[key] = {}
+            at = nxt
+        at[path[-1]] = value
+    return whole
 
 
 def _values_sql(rows: int) -> str:

@@ -123,6 +123,12 @@ class SealingStore:
     def set_progress(self, task_id: str, lease_id: str, percent: int, message: str) -> bool:
         return self.inner.set_progress(task_id, lease_id, percent, message)
 
+    # -- search: only plaintext payloads can match (the inner store requires key_id IS NULL) --
+
+    def matching(self, rows: Any, payload: Sequence[tuple[tuple[str, ...], Any]], metadata: dict[str, str],
+                 contains: str) -> Any:  # fmt: skip
+        return self.inner.matching(rows, payload, metadata, contains)
+
     # -- sweeps and keys ------------------------------------------------------------------
 
     def purge(self, now: datetime, cutoff: datetime, limit: int) -> int:

@@ -14,6 +14,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connections, transaction
+from django.db.models import BooleanField
+from django.db.models.expressions import RawSQL
+from django.db.models.fields.json import KeyTransform
 
 from conveyor.models import Task, TaskDependency
 from conveyor.states import State
@@ -31,6 +34,20 @@ class SqliteStore(OrmTransitions):
     def __init__(self, alias: str) -> None:
         self.alias = alias
         self._insert: tuple[str, list[tuple[str, Any]]] | None = None
+
+    # -- search: scans (SQLite has no index on JSON inside a blob) --------------------
+
+    def matching(self, rows: Any, payload: Sequence[tuple[tuple[str, ...], Any]], metadata: dict[str, str],
+                 contains: str) -> Any:  # fmt: skip
+        for path, value in payload:
+            rows = rows.filter(_payload_holds(path, value))
+        for i, (key, value) in enumerate(metadata.items()):
+            rows = rows.alias(**{f"metadata_{i}": KeyTransform(key, "metadata")}).filter(**{f"metadata_{i}": value})
+        if contains:
+            rows = rows.filter(
+                RawSQL(f"{_KEYLESS} AND instr({_TEXT}, %s) > 0", [contains], output_field=BooleanField())
+            )
+        return rows
 
     # -- enqueue ---------------------------------------------------------------------
 
@@ -156,6 +173,27 @@ class SqliteStore(OrmTransitions):
                 cursor.execute(f'DELETE FROM "{edges}" WHERE task_id IN ({marks})', chunk)
                 cursor.execute(f'DELETE FROM "{table}" WHERE id IN ({marks})', chunk)
         return len(ids)
+
+
+_TABLE = f'"{Task._meta.db_table}"'
+_TEXT = f'CAST({_TABLE}."payload" AS TEXT)'
+_KEYLESS = f'{_TABLE}."key_id" IS NULL'
+# JSON value -> the json_type() names it may have.
+_JSON_TYPES = {str: ("text",), int: ("integer", "real"), float: ("integer", "real")}
+
+
+def _payload_holds(path: tuple[str, ...], value: Any) -> RawSQL:
+    """Whether the plaintext JSON payload has *value* at *path* (json_type and
+    json_extract only inside the CASE: on a payload that is not JSON they
+    would raise, and SQLite does not promise the order of AND's terms)."""
+    where = "$" + "".join(f'."{key}"' for key in path)
+    guard = f"{_KEYLESS} AND {_TABLE}.\"content_type\" = 'application/json' AND json_valid({_TEXT})"
+    if value is None or isinstance(value, bool):
+        test, params = f"json_type({_TEXT}, %s) = %s", [where, json.dumps(value)]
+    else:
+        kinds = ", ".join(f"'{k}'" for k in _JSON_TYPES[type(value)])
+        test, params = f"json_type({_TEXT}, %s) IN ({kinds}) AND json_extract({_TEXT}, %s) = %s", [where, where, value]
+    return RawSQL(f"CASE WHEN {guard} THEN {test} ELSE 0 END", params, output_field=BooleanField())
 
 
 def _adapter(field: Any, connection: Any) -> Any:

@@ -50,6 +50,17 @@ def test_list_is_newest_first_and_filters_by_queue_state_type_and_search(api, br
     assert ids("?queue=&state=") == [c.id, b.id, a.id]  # empty filters mean any
 
 
+def test_list_searches_the_payload_and_the_metadata_with_where_and_contains(api, broker):
+    a = enqueue(broker, payload=b'{"user_id": 42, "note": "red fox"}', metadata={"tenant": "acme"})
+    b = enqueue(broker, payload=b'{"user_id": 7}', metadata={"tenant": "acme"})
+    enqueue(broker, payload=b'{"user_id": "42"}')
+    ids = lambda query: [t["id"] for t in ok(api.get("/api/v1/tasks", data=query))["tasks"]]  # noqa: E731
+    assert ids({"where": "payload.user_id = 42"}) == [a.id]
+    assert ids({"where": "metadata.tenant = acme"}) == [b.id, a.id]
+    assert ids({"where": "metadata.tenant = acme and payload.user_id = 7"}) == [b.id]
+    assert ids({"contains": "red fox"}) == [a.id]
+
+
 def test_list_pages_with_the_next_page_token_until_a_short_page(api, broker):
     made = [enqueue(broker).id for _ in range(5)]
     seen, token, pages = [], None, 0
@@ -85,6 +96,11 @@ def test_a_full_last_page_still_has_a_token_and_the_next_page_is_empty(api, brok
         ("queue=-bad", "queue"),
         ("page_token=%25%25%25", "page_token"),
         ("page_token=AA", "page_token"),  # base64 of a NUL byte: not an id this server issued
+        ("where=user_id%3D42", "where"),
+        ("where=payload.a%3D1%20or%20payload.b%3D2", "where"),
+        ("where=payload.a%3D%00", "where"),
+        ("contains=%00", "contains"),
+        ("contains=" + "x" * 201, "contains"),
     ],
 )
 def test_bad_list_parameters_are_400_naming_them(api, query, field):

@@ -31,7 +31,7 @@ DEPENDENCY_SHOW_MAX = 200
 
 
 def _filters(request: HttpRequest) -> dict[str, str]:
-    return {key: request.GET.get(key, "").strip() for key in ("queue", "state", "type", "q")}
+    return {key: request.GET.get(key, "").strip() for key in ("queue", "state", "type", "q", "where", "contains")}
 
 
 def _query(**params: Any) -> str:
@@ -58,6 +58,8 @@ def tasks(request: HttpRequest) -> HttpResponse:
             state=filters["state"] or None,
             type=filters["type"] or None,
             search=filters["q"] or None,
+            where=filters["where"] or None,
+            contains=filters["contains"] or None,
             limit=limit,
             page_token=after or None,
         )
@@ -74,11 +76,12 @@ def tasks(request: HttpRequest) -> HttpResponse:
     if after:
         prev_url = _query(**base, after=trail[-1] if trail else None, trail=",".join(trail[:-1]) or None)
     known_total = None
-    if filters["state"] and not filters["type"] and not filters["q"]:
+    searched = filters["type"] or filters["q"] or filters["where"] or filters["contains"]
+    if filters["state"] and not searched:
         known_total = sum(
             q.counts.get(filters["state"], 0) for q in stats if not filters["queue"] or q.name == filters["queue"]
         )
-    elif not filters["state"] and not filters["type"] and not filters["q"]:
+    elif not filters["state"] and not searched:
         known_total = sum(q.total for q in stats if not filters["queue"] or q.name == filters["queue"])
     return page(
         request,
