@@ -35,7 +35,7 @@ QUERIES = {
     "metadata.batch = b7 (1,000 hits)": {"where": "metadata.batch = b7"},
     "metadata + payload (10 hits)": {"where": "metadata.tenant = t42 and payload.user_id = 4242"},
     "payload.kind = k1 (250,000 hits)": {"where": "payload.kind = k1"},
-    'contains "user_id": 4242, (10 hits)': {"contains": '"user_id": 4242,'},
+    'contains ": 777777}" (1 hit)': {"contains": ": 777777}"},
 }
 FILL = """
 INSERT INTO conveyor_task (id, queue, type, state, priority, payload, content_type, metadata, max_retry, retried,
