@@ -12,7 +12,7 @@ from conveyor.broker.types import ConcurrencyLimit, QueueStats, RateLimit
 from conveyor.broker.validation import check_int, check_queue_name
 from conveyor.exceptions import InvalidArgument
 from conveyor.models import Queue
-from conveyor.states import ALL_STATES, LEASABLE
+from conveyor.states import ALL_STATES, LEASABLE, State
 
 STATE_NAMES = [s.value for s in ALL_STATES]
 
@@ -105,6 +105,22 @@ class QueueOps(BrokerBase):
     def concurrency_limits(self) -> list[ConcurrencyLimit]:
         rows = self.queues.filter(concurrency_limit__isnull=False).order_by("name")
         return [ConcurrencyLimit(r.name, r.concurrency_limit) for r in rows]
+
+    def key_usage(self, per_queue: int = 20) -> dict[str, list[tuple[str, int]]]:
+        """Active tasks per concurrency key, busiest first, at most *per_queue* keys a queue
+        (the partial index ``task_active_key`` holds exactly these rows)."""
+        rows = (
+            self.tasks.filter(state=State.ACTIVE, concurrency_key__isnull=False)
+            .values_list("queue", "concurrency_key")
+            .annotate(n=Count("id"))
+            .order_by("queue", "-n", "concurrency_key")
+        )
+        usage: dict[str, list[tuple[str, int]]] = {}
+        for queue, key, n in rows:
+            keys = usage.setdefault(queue, [])
+            if len(keys) < per_queue:
+                keys.append((key, n))
+        return usage
 
     # -- stats -------------------------------------------------------------------
 

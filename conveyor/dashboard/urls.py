@@ -23,6 +23,7 @@ urlpatterns = [
     path("tasks/actions", views.tasks_action, name="tasks-action"),
     path("tasks/<path:task_id>/", views.task_detail, name="task"),
     path("tasks/<path:task_id>/<str:action>", views.task_action, name="task-action"),
+    path("limits/", views.limits, name="limits"),
     path("workers/", views.workers, name="workers"),
     path("cron/", views.cron_list, name="cron"),
     path("cron/new", views.cron_form, name="cron-new"),

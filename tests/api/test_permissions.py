@@ -158,6 +158,12 @@ def browser(user: User) -> Client:
     return client
 
 
+def test_the_limits_page_needs_view_queue(setup):
+    refused_page = browser(staff_with(name="bare")).get("/limits/")
+    assert refused_page.status_code == 403 and "conveyor.view_queue" in refused_page.content.decode()
+    assert browser(staff_with("view_queue", name="viewer")).get("/limits/").status_code == 200
+
+
 @pytest.mark.parametrize(("path", "perm"), PAGES.items(), ids=list(PAGES))
 def test_a_dashboard_page_needs_its_view_permission(setup, path, perm):
     refused_page = browser(staff_with(name="bare")).get(path)

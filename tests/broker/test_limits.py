@@ -238,3 +238,15 @@ def test_rate_and_concurrency_limits_combine(broker):
     assert reload(broker, free.id).state == State.ACTIVE
     enqueue(broker)
     assert len(broker.lease("default", 10).tasks) == 1
+
+
+def test_key_usage_counts_active_tasks_per_concurrency_key_busiest_first(broker):
+    for key in ("a", "a", "b", None):
+        enqueue(broker, queue="usage", concurrency_key=key)
+    enqueue(broker, queue="usage", concurrency_key="c")  # pending: not in use
+    broker.lease("usage", 4)
+
+    usage = broker.key_usage()
+
+    assert usage == {"usage": [("a", 2), ("b", 1)]}
+    assert broker.key_usage(per_queue=1) == {"usage": [("a", 2)]}

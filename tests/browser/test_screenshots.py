@@ -148,6 +148,7 @@ PAGES = [
     ("queue-detail", "/queues/billing/"),
     ("tasks", "/tasks/?limit=25"),
     ("task-detail", "/tasks/{report}/"),
+    ("limits", "/limits/"),
     ("workers", "/workers/"),
     ("cron", "/cron/"),
     ("cron-form", "/cron/nightly-revenue/edit"),
@@ -191,6 +192,8 @@ def ready(dash: Dash, name: str) -> None:
         page.locator(".progress-text", has_text="62%").wait_for()
     elif name == "workers":
         page.locator("tr[data-session]").nth(1).wait_for()
+    elif name == "limits":
+        page.locator("#limits-table tr[data-queue]").first.wait_for()
     elif name == "cron-form":
         page.locator("#spec-preview li").nth(4).wait_for()
     elif name == "events":

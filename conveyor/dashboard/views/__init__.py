@@ -2,6 +2,7 @@
 
 from conveyor.dashboard.views.cron import cron_action, cron_form, cron_list, cron_preview
 from conveyor.dashboard.views.events import events
+from conveyor.dashboard.views.limits import limits
 from conveyor.dashboard.views.overview import overview
 from conveyor.dashboard.views.queues import (
     queue_concurrency_limit,
@@ -22,6 +23,7 @@ __all__ = [
     "cron_list",
     "cron_preview",
     "events",
+    "limits",
     "overview",
     "queue_concurrency_limit",
     "queue_detail",
