@@ -33,6 +33,8 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),
     path("api/v1/schema", SpectacularAPIView.as_view(custom_settings=SCHEMA_SETTINGS), name="schema"),
     path("api/v1/docs", SpectacularSwaggerView.as_view(url_name="conveyor:schema"), name="api-docs"),
+    # The same page with a trailing slash (before the API's own routes, which would 404 it).
+    path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="conveyor:schema")),
     path("api/v1/events", events_stream, name="events"),
     path("api/v1/", include("conveyor.api.urls")),
 ]

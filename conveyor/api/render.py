@@ -9,6 +9,7 @@ from typing import Any
 
 from conveyor.models import CronEntry, Task, WebhookRegistration
 from conveyor.sealing import encryption_of
+from conveyor.states import State
 
 
 def ts(value: datetime | None) -> str | None:
@@ -56,7 +57,8 @@ def task(t: Task) -> dict[str, Any]:
         "unique_key": t.unique_key,
         "group": t.group,
         "concurrency_key": t.concurrency_key,
-        "lease_holder": t.lease_holder or None,
+        # Only a running attempt has a holder (the row keeps the last one's: see attempts).
+        "lease_holder": (t.lease_holder or None) if t.state == State.ACTIVE else None,
         "lease_expires_at": ts(t.lease_expires_at),
         "progress": t.progress,
         "progress_message": t.progress_message,

@@ -82,8 +82,9 @@ def test_request_bodies_are_closed_and_durations_take_strings_or_seconds(documen
             assert component["additionalProperties"] is False, name
 
 
-def test_the_swagger_ui_is_served():
-    response = Api().client.get("/api/v1/docs")
+@pytest.mark.parametrize("path", ["/api/v1/docs", "/api/v1/docs/"])
+def test_the_swagger_ui_is_served_with_or_without_a_trailing_slash(path):
+    response = Api().client.get(path)
     assert response.status_code == 200
     assert b"swagger-ui" in response.content
 

@@ -24,6 +24,16 @@ def test_get_task_answers_the_stored_task(api, broker):
     )
 
 
+def test_only_a_running_task_shows_a_lease_holder(api, broker):
+    enqueue(broker, queue="q")
+    batch = broker.lease("q", 1, holder="node-a")
+    task = batch.tasks[0]
+    assert ok(api.get(f"/api/v1/tasks/{task.id}"))["lease_holder"] == "node-a"
+    broker.ack(task.id, task.lease_id)
+    body = ok(api.get(f"/api/v1/tasks/{task.id}"))
+    assert (body["state"], body["lease_holder"]) == ("completed", None)
+
+
 def test_get_unknown_task_is_404_naming_it(api):
     body = refused(api.get("/api/v1/tasks/nope"), 404, "not_found")
     assert body["task_id"] == "nope"

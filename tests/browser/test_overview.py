@@ -67,3 +67,18 @@ def test_history_charts_read_the_stats_history_shape(dash: Dash, node) -> None:
     assert values[49] == [120, 6, 40], "two queues in one minute add up"
     assert values[54] == [120, 0, 10], "queue a's backlog fell to 0; b's carries forward"
     assert values[59][2] == 10
+
+
+def test_the_cluster_table_fits_a_phone_screen(narrow: Dash, node, q: str) -> None:
+    worker = DemoWorker(node, queues={q: 1}, types="demo", labels={"host": "a-rather-long-worker-host-name"})
+    try:
+        narrow.goto("/")
+        narrow.page.locator("#ov-cluster .sessions .chip", has_text="a-rather-long-worker-host-name").wait_for()
+        # Nothing of the table is hidden behind a horizontal scroll (390 px wide).
+        hidden = narrow.page.evaluate(
+            "(() => { const w = document.querySelector('#ov-cluster .table-wrap'); return w.scrollWidth - w.clientWidth; })()"
+        )
+        assert hidden <= 0, f"{hidden} px of the cluster table are cut off"
+        assert narrow.horizontal_overflow() <= 0
+    finally:
+        worker.stop()

@@ -113,6 +113,10 @@ def test_running_task_shows_progress_and_lease_holder(dash: Dash, node, q: str) 
         dash.page.locator("#confirm-dialog").get_by_role("button", name="Cancel task").click()
         dash.page.locator(".msg-success", has_text="Cancel requested").wait_for()
         dash.page.locator("#task-state", has_text="archived").wait_for()
+        # A finished task has no lease holder (its attempts keep who ran it).
+        dash.page.reload()
+        dash.page.locator("#summary-h").wait_for()
+        assert dash.page.locator("dt", has_text="Lease holder").count() == 0
     finally:
         worker.stop()
 
