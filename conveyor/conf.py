@@ -50,6 +50,11 @@ SPEC: dict[str, tuple[Any, str]] = {
     "SCHEDULER_INTERVAL": (1.0, "duration"),
     "REAPER_INTERVAL": (15.0, "duration"),
     "GROUP_SWEEP_INTERVAL": (1.0, "duration"),
+    # Bulk actions on a filter (conveyor/broker/bulk.py): tasks per batch
+    # (one transaction each), batches per pass of the leader's bulk sweeper
+    "BULK_SWEEP_INTERVAL": (1.0, "duration"),
+    "BULK_BATCH_SIZE": (500, "int"),
+    "BULK_BATCHES_PER_PASS": (10, "int"),
     "NODE_HEARTBEAT_INTERVAL": (2.0, "duration"),
     # Publish lifecycle events to /ws/events and SSE subscribers (metrics and
     # history count them either way)

@@ -381,3 +381,39 @@ class Offer(models.Model):
 
     def __str__(self) -> str:
         return f"{self.queue} {self.lease_id}"
+
+
+class BulkJob(models.Model):
+    """An action on every task a filter matched when it was asked for, done in
+    batches by the leader's bulk sweeper (conveyor/broker/bulk.py)."""
+
+    RUNNING, DONE, FAILED = "running", "done", "failed"
+
+    id = models.CharField(max_length=40, primary_key=True)
+    action = models.CharField(max_length=12)  # cancel, run, archive, delete
+    filter = models.JSONField(default=dict)  # the task list's query parameters
+    state = models.CharField(max_length=10, default=RUNNING)
+    total = models.PositiveIntegerField(default=0)  # matched when asked (the confirmed count)
+    done = models.PositiveIntegerField(default=0)
+    skipped = models.PositiveIntegerField(default=0)  # changed state (or no longer matched) in between
+    failed = models.PositiveIntegerField(default=0)  # refused on their own (e.g. dependents waiting)
+    cursor = models.CharField(max_length=100, blank=True, default="")  # last id looked at, in id order
+    error = models.TextField(blank=True, default="")
+    created_by = models.CharField(max_length=150, blank=True, default="")
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["created_at"], condition=Q(state="running"), name="bulk_running")]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.id} ({self.state})"
+
+    @property
+    def processed(self) -> int:
+        return self.done + self.skipped + self.failed
+
+    @property
+    def percent(self) -> int:
+        return 100 if not self.total or self.state != self.RUNNING else min(100, 100 * self.processed // self.total)

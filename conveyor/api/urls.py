@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.http import HttpRequest, JsonResponse
 from django.urls import path, re_path
 
-from conveyor.api import admin, tasks
+from conveyor.api import admin, bulk, tasks
 
 
 def no_endpoint(request: HttpRequest) -> JsonResponse:
@@ -15,6 +15,9 @@ urlpatterns = [
     path("tasks", tasks.EnqueueView.as_view(), name="tasks"),
     path("tasks/batch", tasks.EnqueueBatchView.as_view(), name="tasks-batch"),
     path("tasks/tx", tasks.EnqueueTxView.as_view(), name="tasks-tx"),
+    path("tasks/bulk", bulk.BulkJobsView.as_view(), name="tasks-bulk"),
+    path("tasks/bulk/<str:job_id>", bulk.BulkJobView.as_view(), name="tasks-bulk-job"),
+    path("tasks/count", bulk.TaskCountView.as_view(), name="tasks-count"),
     path("tasks/actions/<str:action>", admin.TaskBatchActionView.as_view(), name="tasks-action"),
     path("tasks/<str:task_id>", tasks.TaskDetailView.as_view(), name="task"),
     path("tasks/<str:task_id>/<str:action>", admin.TaskActionView.as_view(), name="task-action"),

@@ -15,6 +15,7 @@ from django.db import connections
 
 from conveyor import __version__
 from conveyor.broker.admin import AdminOps
+from conveyor.broker.bulk import BulkOps
 from conveyor.broker.crashes import CrashOps
 from conveyor.broker.cron import CronOps
 from conveyor.broker.dependencies import DependencyOps
@@ -58,6 +59,7 @@ class Broker(
     OutcomeOps,
     SweepOps,
     DependencyOps,
+    BulkOps,
     AdminOps,
     QueueOps,
     GroupOps,

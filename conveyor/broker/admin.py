@@ -47,24 +47,30 @@ class AdminOps(BrokerBase):
         now = self.now()
         with self.atomic():
             task = self._locked(task_id, "cancel")
-            if task.state == State.ACTIVE:
-                # The attempt ends archived when the worker reports back (or
-                # its lease expires), unless it already succeeded.
-                task.cancel_requested = True
-                task.save(update_fields=["cancel_requested"])
-                refs = [(task.id, task.lease_id or "")]
-                self.after_commit(lambda: self.hooks.cancel_running(refs))
-                return task
-            self._terminate(task, State.CANCELED, CANCELED_BY_ADMIN, now, "canceled")
+            self._cancel_row(task, now)
         return task
+
+    def _cancel_row(self, task: Task, now: datetime) -> None:
+        if task.state == State.ACTIVE:
+            # The attempt ends archived when the worker reports back (or
+            # its lease expires), unless it already succeeded.
+            task.cancel_requested = True
+            task.save(update_fields=["cancel_requested"])
+            refs = [(task.id, task.lease_id or "")]
+            self.after_commit(lambda: self.hooks.cancel_running(refs))
+            return
+        self._terminate(task, State.CANCELED, CANCELED_BY_ADMIN, now, "canceled")
 
     def archive_task(self, task_id: str) -> Task:
         """Move a waiting (or canceled) task to the dead-letter state."""
         now = self.now()
         with self.atomic():
             task = self._locked(task_id, "archive")
-            self._terminate(task, State.ARCHIVED, task.last_error or "archived by operator", now, "archived")
+            self._archive_row(task, now)
         return task
+
+    def _archive_row(self, task: Task, now: datetime) -> None:
+        self._terminate(task, State.ARCHIVED, task.last_error or "archived by operator", now, "archived")
 
     def _terminate(self, task: Task, state: State, error: str, now: datetime, kind: str) -> None:
         was_waiting = task.state in WAITING
@@ -79,35 +85,41 @@ class AdminOps(BrokerBase):
         """Delete a task in any state but active, and not while unfinished tasks wait on it."""
         now = self.now()
         with self.atomic():
-            task = self._locked(task_id, "delete")
-            if task.has_dependents:
-                waiting = self.edges.filter(OPEN_EDGE, depends_on_id=task_id).exclude(task__state__in=TERMINAL)
-                dependents = list(waiting.values_list("task_id", flat=True)[:4])
-                if dependents:
-                    raise DependentsWaiting(task_id, task.state, dependents)
-            finished = task.state in (State.COMPLETED, State.ARCHIVED, State.CANCELED)
-            # Announce before deleting: Model.delete() clears the instance's pk.
-            self.emit("deleted", [task], now)
-            task.delete()
-            # Waiting dependents treat a deleted dependency as canceled.
-            if task.has_dependents and not finished:
-                self.resolve_after_commit([task_id])
+            self._delete_row(self._locked(task_id, "delete"), now)
+
+    def _delete_row(self, task: Task, now: datetime) -> None:
+        task_id = task.id
+        if task.has_dependents:
+            waiting = self.edges.filter(OPEN_EDGE, depends_on_id=task_id).exclude(task__state__in=TERMINAL)
+            dependents = list(waiting.values_list("task_id", flat=True)[:4])
+            if dependents:
+                raise DependentsWaiting(task_id, task.state, dependents)
+        finished = task.state in (State.COMPLETED, State.ARCHIVED, State.CANCELED)
+        # Announce before deleting: Model.delete() clears the instance's pk.
+        self.emit("deleted", [task], now)
+        task.delete()
+        # Waiting dependents treat a deleted dependency as canceled.
+        if task.has_dependents and not finished:
+            self.resolve_after_commit([task_id])
 
     def run_task(self, task_id: str) -> Task:
         """Make a scheduled, waiting, retrying or archived task due now."""
         now = self.now()
         with self.atomic():
             task = self._locked(task_id, "run")
-            if task.state == State.ARCHIVED and task.unique_key:
-                self._check_key_free(task)
-            task.state, task.due_at, task.updated_at, task.finished_at = State.PENDING, now, now, None
-            # A revived dead letter starts a clean attempt: a cancel that
-            # ended its last run must not end the next one too.
-            task.cancel_requested = False
-            task.save(update_fields=["state", "due_at", "updated_at", "finished_at", "cancel_requested"])
-            self.wake_after_commit([task.queue])
-            self.emit("enqueued", [task], now)
+            self._run_row(task, now)
         return task
+
+    def _run_row(self, task: Task, now: datetime) -> None:
+        if task.state == State.ARCHIVED and task.unique_key:
+            self._check_key_free(task)
+        task.state, task.due_at, task.updated_at, task.finished_at = State.PENDING, now, now, None
+        # A revived dead letter starts a clean attempt: a cancel that
+        # ended its last run must not end the next one too.
+        task.cancel_requested = False
+        task.save(update_fields=["state", "due_at", "updated_at", "finished_at", "cancel_requested"])
+        self.wake_after_commit([task.queue])
+        self.emit("enqueued", [task], now)
 
     def _check_key_free(self, task: Task) -> None:
         # Reviving a dead letter re-claims its unique key, which a newer

@@ -29,7 +29,7 @@ CONTROL = re.compile(r"[\x00-\x1f]")  # characters below 32
 # body can carry either as an escape (\u0000, \ud800).
 UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 # Ids that would collide with REST routes under /api/v1/tasks/.
-RESERVED_IDS = ("batch", "tx", "actions")
+RESERVED_IDS = ("batch", "tx", "actions", "bulk", "count")
 ON_FAILURE = ("block", "continue", "cascade_cancel")
 MAX_RETRY_LIMIT = 10_000
 # Longest accepted duration: 100 years. Anything longer is a mistake, and

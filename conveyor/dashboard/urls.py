@@ -21,6 +21,7 @@ urlpatterns = [
     path("queues/<str:name>/<str:action>", views.queue_pause, name="queue-action"),
     path("tasks/", views.tasks, name="tasks"),
     path("tasks/actions", views.tasks_action, name="tasks-action"),
+    path("tasks/bulk", views.tasks_bulk, name="tasks-bulk"),
     path("tasks/<path:task_id>/", views.task_detail, name="task"),
     path("tasks/<path:task_id>/<str:action>", views.task_action, name="task-action"),
     path("limits/", views.limits, name="limits"),

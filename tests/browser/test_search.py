@@ -13,8 +13,8 @@ def enqueue_many(node: Any, q: str, count: int, make: Any) -> list[str]:
     """*count* tasks of queue *q* in batches of 1,000; *make(i)* gives each one's body."""
     ids: list[str] = []
     for start in range(0, count, 1000):
-        items = [{"queue": q, "type": "search.demo", "process_in": "1h", **make(i)}
-                 for i in range(start, min(start + 1000, count))]  # fmt: skip
+        items = [{k: v for k, v in {"queue": q, "type": "search.demo", "process_in": "1h", **make(i)}.items()
+                  if v is not None} for i in range(start, min(start + 1000, count))]  # fmt: skip
         results = node.api("POST", "/api/v1/tasks/batch", json={"tasks": items})["results"]
         ids += [r["task"]["id"] for r in results]
     return ids

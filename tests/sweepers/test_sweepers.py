@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.test import override_settings
 
 from conveyor.broker import Broker, Dependency, TaskSpec
 from conveyor.broker.types import CronSpec
@@ -15,7 +16,7 @@ from conveyor.conf import conveyor_settings
 from conveyor.models import Task
 from conveyor.notify.hooks import BrokerHooks
 from conveyor.states import State
-from conveyor.sweepers import SWEEPERS, GroupSweeper, Reaper, Scheduler
+from conveyor.sweepers import SWEEPERS, BulkSweeper, GroupSweeper, Reaper, Scheduler
 
 START = datetime(2026, 1, 1, tzinfo=UTC)  # the fake clock's start
 DAY = 86400
@@ -39,8 +40,23 @@ def cron_tasks(broker: Broker, entry_id: str) -> list[Task]:
     return [t for t in broker.tasks.order_by("id") if (t.metadata or {}).get("conveyor.cron") == entry_id]
 
 
-def test_the_three_sweepers_are_registered_by_name():
-    assert {"scheduler": Scheduler, "reaper": Reaper, "groups": GroupSweeper} == SWEEPERS
+def test_the_four_sweepers_are_registered_by_name():
+    assert {"scheduler": Scheduler, "reaper": Reaper, "groups": GroupSweeper, "bulk": BulkSweeper} == SWEEPERS
+
+
+def test_the_bulk_sweeper_finishes_a_job_across_passes(broker):
+    from conveyor.models import BulkJob
+
+    ids = [t.task.id for t in broker.enqueue_batch([TaskSpec(type="t", queue="bulk-q") for _ in range(5)])]
+    job = broker.start_bulk("cancel", {"queue": "bulk-q"})
+    with override_settings(CONVEYOR={"BULK_BATCH_SIZE": 2, "BULK_BATCHES_PER_PASS": 2}):
+        first = BulkSweeper(broker).run_once()
+        second = BulkSweeper(broker).run_once()
+
+    assert (first["bulk_done"], first["bulk_jobs_finished"]) == (4, 0)
+    assert (second["bulk_done"], second["bulk_jobs_finished"]) == (1, 1)
+    assert broker.bulk_job(job.id).state == BulkJob.DONE
+    assert {broker.get_task(i).state for i in ids} == {"canceled"}
 
 
 # -- scheduler ------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from conveyor.dashboard.views.queues import (
     queue_rate_limit,
     queues,
 )
-from conveyor.dashboard.views.tasks import task_action, task_detail, tasks, tasks_action
+from conveyor.dashboard.views.tasks import task_action, task_detail, tasks, tasks_action, tasks_bulk
 from conveyor.dashboard.views.webhooks import webhook_action, webhook_form, webhooks
 from conveyor.dashboard.views.workers import workers
 
@@ -36,6 +36,7 @@ __all__ = [
     "task_detail",
     "tasks",
     "tasks_action",
+    "tasks_bulk",
     "webhook_action",
     "webhook_form",
     "webhooks",

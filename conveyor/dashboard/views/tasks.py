@@ -11,6 +11,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
 from conveyor.broker import IdResult, get_broker
+from conveyor.broker.filters import parse_filter
 from conveyor.dashboard.present import STATE_NAMES, present_body, present_payload
 from conveyor.dashboard.views.common import mutation, page, redirect_back, report, staff
 from conveyor.durations import parse_duration
@@ -28,6 +29,7 @@ BULK_ACTIONS = {
     "delete": ("delete", "deleted"),
 }
 DEPENDENCY_SHOW_MAX = 200
+BULK_JOBS_SHOWN = 5
 
 
 def _filters(request: HttpRequest) -> dict[str, str]:
@@ -83,10 +85,13 @@ def tasks(request: HttpRequest) -> HttpResponse:
         )
     elif not filters["state"] and not searched:
         known_total = sum(q.total for q in stats if not filters["queue"] or q.name == filters["queue"])
+    matching = _matching_counts(broker, filters) if any(filters.values()) and error is None else None
     return page(
         request,
         "conveyor/dashboard/tasks.html",
         {
+            "matching": matching,
+            "bulk_jobs": broker.bulk_jobs(BULK_JOBS_SHOWN),
             "rows": rows,
             "filters": filters,
             "filtered": any(filters.values()),
@@ -103,6 +108,34 @@ def tasks(request: HttpRequest) -> HttpResponse:
         },
         nav="tasks",
     )
+
+
+def _matching_counts(broker: Any, filters: dict[str, str]) -> dict[str, int]:
+    """What each bulk action would act on now: the counts the operator confirms."""
+    selected = parse_filter(_filter_params(filters))
+    return {action: broker.count_matching(action, selected) for action in BULK_ACTIONS}
+
+
+def _filter_params(filters: dict[str, str]) -> dict[str, str]:
+    """The page's filters as the task list's parameters (the search box is ``q`` here)."""
+    names = {"q": "search"}
+    return {names.get(k, k): v for k, v in filters.items() if v}
+
+
+@mutation("task", action=lambda request, _kwargs: task_permission(request.POST.get("action", "")))
+def tasks_bulk(request: HttpRequest) -> HttpResponse:
+    """Start a bulk action on every task the page's filters match (confirmed with its count)."""
+    action = request.POST.get("action", "")
+    filters = {key: request.POST.get(key, "").strip() for key in ("queue", "state", "type", "q", "where", "contains")}
+    back = reverse("conveyor:dashboard:tasks") + _query(**filters)
+    try:
+        job = get_broker().start_bulk(action, _filter_params(filters), by=request.user.get_username())
+    except ConveyorError as exc:
+        report(request, exc, f"{action} all matching tasks")
+    else:
+        verb = BULK_ACTIONS[action][0]
+        messages.success(request, f"Started: {verb} {job.total} matching task{'s' if job.total != 1 else ''}.")
+    return HttpResponseRedirect(back)
 
 
 def summarize(request: HttpRequest, action: str, results: list[IdResult]) -> None:

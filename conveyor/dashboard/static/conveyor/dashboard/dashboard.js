@@ -696,6 +696,8 @@
 
   tickTimes();
   setInterval(function () { tickTimes(); }, 1000);
+  // A bulk job running: its progress is read back every second until it ends.
+  every(1000, function () { if ($("[data-bulk-running]")) Refresh.request(); });
   highlightJson();
   Live.on(function (events) { if (events.length) Rates.add(events); });
 
