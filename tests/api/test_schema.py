@@ -53,7 +53,7 @@ def test_the_schema_documents_bearer_auth_and_every_error_an_operation_can_answe
         "type": "http", "scheme": "bearer", "description": "an API token (CONVEYOR_API_TOKENS)",
     }  # fmt: skip
     ops = list(operations(document))
-    assert len(ops) == 35
+    assert len(ops) == 39
     for path, method, operation in ops:
         responses = operation["responses"]
         assert {"401", "403"} <= set(responses), (method, path)
