@@ -5,6 +5,7 @@ from any Python program.
 """
 
 from conveyor.sdk.client import AsyncClient, BatchItem, Client, TaskInfo, task_request
+from conveyor.sdk.encryption import AESGCM, EncryptionError, Encryptor, Key
 from conveyor.sdk.errors import (
     APIError,
     ConveyorError,
@@ -21,6 +22,7 @@ from conveyor.sdk.task import Task
 from conveyor.sdk.worker import AsyncWorker, Worker
 
 __all__ = [
+    "AESGCM",
     "APIError",
     "AsyncClient",
     "AsyncWorker",
@@ -28,7 +30,10 @@ __all__ = [
     "Client",
     "ConveyorError",
     "Duplicate",
+    "EncryptionError",
+    "Encryptor",
     "Fail",
+    "Key",
     "NotFound",
     "PermissionDenied",
     "Release",

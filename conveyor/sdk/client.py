@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from conveyor.sdk.encryption import Encryptor, seal_request
 from conveyor.sdk.errors import APIError, api_error
 from conveyor.sdk.transport import Transport, serves
 
@@ -159,6 +160,14 @@ def task_request(
     return body
 
 
+def _sealed(body: dict[str, Any], encryptor: Encryptor | None) -> dict[str, Any]:
+    return body if encryptor is None else seal_request(body, encryptor)
+
+
+def _sealed_all(tasks: Iterable[dict[str, Any]], encryptor: Encryptor | None) -> list[dict[str, Any]]:
+    return [_sealed(t, encryptor) for t in tasks]
+
+
 def _headers(token: str | None) -> dict[str, str]:
     headers = {"User-Agent": "conveyor-python"}
     if token:
@@ -214,8 +223,17 @@ class Client:
     credentials in the URL, an ``httpx.Timeout``).
     """
 
-    def __init__(self, base_url: str, token: str | None = None, *, timeout: float | httpx.Timeout = 30.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        timeout: float | httpx.Timeout = 30.0,
+        encryptor: Encryptor | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
+        # Seals every payload end to end before it is sent (conveyor.sdk.encryption).
+        self.encryptor = encryptor
         self._headers = _headers(token)
         self._timeout = timeout
         served = serves(self.base_url, timeout)
@@ -225,15 +243,16 @@ class Client:
         self._closed = False
 
     def enqueue(self, type: str, payload: Payload = None, **options: Any) -> TaskInfo:
-        return TaskInfo.from_json(self._call("POST", "/api/v1/tasks", task_request(type, payload, **options)))
+        body = _sealed(task_request(type, payload, **options), self.encryptor)
+        return TaskInfo.from_json(self._call("POST", "/api/v1/tasks", body))
 
     def enqueue_batch(self, tasks: Iterable[dict[str, Any]]) -> list[BatchItem]:
         """Each item is a ``task_request(...)`` dict; items succeed or fail alone."""
-        return _batch_items(self._call("POST", "/api/v1/tasks/batch", {"tasks": list(tasks)}))
+        return _batch_items(self._call("POST", "/api/v1/tasks/batch", {"tasks": _sealed_all(tasks, self.encryptor)}))
 
     def enqueue_tx(self, tasks: Iterable[dict[str, Any]]) -> list[TaskInfo]:
         """All or nothing."""
-        body = self._call("POST", "/api/v1/tasks/tx", {"tasks": list(tasks)})
+        body = self._call("POST", "/api/v1/tasks/tx", {"tasks": _sealed_all(tasks, self.encryptor)})
         return [TaskInfo.from_json(t) for t in body["tasks"]]
 
     def get_task(self, task_id: str) -> TaskInfo:
@@ -277,20 +296,23 @@ class Client:
 class AsyncClient:
     """Asynchronous producer client."""
 
-    def __init__(self, base_url: str, token: str | None = None, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self, base_url: str, token: str | None = None, *, timeout: float = 30.0, encryptor: Encryptor | None = None
+    ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.encryptor = encryptor
         self._http = httpx.AsyncClient(base_url=self.base_url, headers=_headers(token), timeout=timeout)
 
     async def enqueue(self, type: str, payload: Payload = None, **options: Any) -> TaskInfo:
-        return TaskInfo.from_json(
-            await self.request("POST", "/api/v1/tasks", json=task_request(type, payload, **options))
-        )
+        body = _sealed(task_request(type, payload, **options), self.encryptor)
+        return TaskInfo.from_json(await self.request("POST", "/api/v1/tasks", json=body))
 
     async def enqueue_batch(self, tasks: Iterable[dict[str, Any]]) -> list[BatchItem]:
-        return _batch_items(await self.request("POST", "/api/v1/tasks/batch", json={"tasks": list(tasks)}))
+        body = {"tasks": _sealed_all(tasks, self.encryptor)}
+        return _batch_items(await self.request("POST", "/api/v1/tasks/batch", json=body))
 
     async def enqueue_tx(self, tasks: Iterable[dict[str, Any]]) -> list[TaskInfo]:
-        body = await self.request("POST", "/api/v1/tasks/tx", json={"tasks": list(tasks)})
+        body = await self.request("POST", "/api/v1/tasks/tx", json={"tasks": _sealed_all(tasks, self.encryptor)})
         return [TaskInfo.from_json(t) for t in body["tasks"]]
 
     async def get_task(self, task_id: str) -> TaskInfo:

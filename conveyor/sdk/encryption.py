@@ -22,6 +22,9 @@ Needs the ``cryptography`` package (``pip install conveyor[encryption]``).
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -196,3 +199,62 @@ def _check_key(key: Key) -> None:
 def is_marked(metadata: Mapping[str, str] | None) -> bool:
     """Whether a task's metadata says its payload was sealed end to end."""
     return bool(metadata) and bool(metadata.get(MARKER_KEY))  # type: ignore[union-attr]
+
+
+# -- the SDK's use: sealing a request's payload, opening a dispatched one ---------------
+
+
+def seal_request(body: dict[str, Any], encryptor: Encryptor) -> dict[str, Any]:
+    """A task request (``task_request``'s dict) with its payload sealed under
+    *encryptor* and its metadata marked; a new dict.
+
+    ``unique=True`` becomes the unique key the server would derive from the
+    plaintext (its type and payload), since the server sees ciphertext only,
+    sealed with a fresh nonce each time. An empty payload stays empty and
+    unmarked, as upstream's SDKs leave it.
+    """
+    out = dict(body)
+    if "json" in out:
+        plain = json.dumps(out.pop("json"), separators=(",", ":"), ensure_ascii=False).encode()
+        out["content_type"] = out.get("content_type") or "application/json"
+    else:
+        plain = base64.b64decode(out.get("payload") or "")
+    if out.get("unique") and not out.get("unique_key"):
+        out.pop("unique")
+        out["unique_key"] = content_key(str(out.get("type", "")), plain)
+    if not plain:
+        out.pop("payload", None)
+        return out
+    out["payload"] = base64.b64encode(encryptor.encrypt(plain)).decode()
+    out.setdefault("content_type", "application/octet-stream")
+    out["metadata"] = {**(out.get("metadata") or {}), MARKER_KEY: MARKER_VALUE}
+    return out
+
+
+def content_key(task_type: str, payload: bytes) -> str:
+    """The unique key of "unique by content", as the server derives it: sha256 of type, NUL, payload."""
+    return "sha256:" + hashlib.sha256(task_type.encode() + b"\x00" + payload).hexdigest()
+
+
+def open_payload(payload: bytes, metadata: dict[str, str], encryptor: Encryptor | None) -> tuple[bytes, str]:
+    """A dispatched payload opened when its metadata marks it sealed (the
+    marker is taken out of *metadata*), and "" or why it cannot be opened
+    here (then the handler must not run)."""
+    if not is_marked(metadata):
+        return payload, ""
+    if encryptor is None:
+        key = _key_of(payload)
+        return b"", f"not run: its payload is sealed end to end (key id {key!r}) and this worker has no encryptor"
+    try:
+        opened = encryptor.decrypt(payload)
+    except Exception as exc:  # (any encryptor's failure: the handler must not see ciphertext)
+        return b"", f"not run: its payload did not open: {exc}"
+    del metadata[MARKER_KEY]
+    return opened, ""
+
+
+def _key_of(payload: bytes) -> str:
+    try:
+        return key_id_of(payload)
+    except MalformedCiphertext:
+        return "?"

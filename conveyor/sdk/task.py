@@ -44,6 +44,14 @@ class Task:
         self._cancel = threading.Event()
         self.cancel_reason = ""
         self._payload: Any = _UNSET
+        # Why a payload sealed end to end could not be opened (the handler then does not run).
+        self.seal_error = ""
+
+    def _open(self, encryptor: Any) -> None:
+        """Open a payload its producer sealed end to end (``conveyor.sdk.encryption``)."""
+        from conveyor.sdk.encryption import open_payload
+
+        self.raw_payload, self.seal_error = open_payload(self.raw_payload, self.metadata, encryptor)
 
     @property
     def payload(self) -> Any:

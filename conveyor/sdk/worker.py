@@ -25,6 +25,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from conveyor import __version__
 from conveyor.sdk import protocol as p
+from conveyor.sdk.encryption import Encryptor
 from conveyor.sdk.errors import Fail, Release, SkipRetry, WorkerRefused
 from conveyor.sdk.task import Running, Task
 
@@ -79,6 +80,7 @@ class AsyncWorker:
         token: str | None = None,
         labels: dict[str, str] | None = None,
         drain_timeout: float = 30.0,
+        encryptor: Encryptor | None = None,
     ) -> None:
         self.base_url = base_url
         self.queues = dict(queues or {"default": 1})
@@ -86,6 +88,8 @@ class AsyncWorker:
         self.token = token
         self.labels = dict(labels or {})
         self.drain_timeout = drain_timeout
+        # Opens payloads their producers sealed end to end (conveyor.sdk.encryption).
+        self.encryptor = encryptor
         self.handlers: dict[str, Handler] = {}
         self.batch_handlers: dict[str, BatchHandler] = {}
         self.session_id: str | None = None
@@ -279,6 +283,8 @@ class AsyncWorker:
     # -- executing -----------------------------------------------------------------------
 
     def _start(self, tasks: list[Task], batch_lease: str | None) -> None:
+        for task in tasks:
+            task._open(self.encryptor)
         running = Running(tasks, batch_lease)
         for task in tasks:
             old = self._running.get(task.id)
@@ -317,6 +323,8 @@ class AsyncWorker:
         self._finish(running, outcomes)
 
     async def _call_one(self, task: Task) -> tuple[str, str, Any]:
+        if task.seal_error:
+            return p.RETRY, task.seal_error, None  # never ciphertext to a handler
         handler = self.handlers.get(task.type) or self.handlers.get("*")
         if handler is None and task.type in self.batch_handlers:
             # A group member delivered on its own (e.g. a retry): a batch of one.
@@ -336,6 +344,10 @@ class AsyncWorker:
         return p.SUCCESS, "", result_value(result)
 
     async def _call_batch(self, tasks: list[Task]) -> list[tuple[str, str, str, Any]]:
+        unopened = [(t.id, p.RETRY, t.seal_error, None) for t in tasks if t.seal_error]
+        if unopened:
+            rest = [t for t in tasks if not t.seal_error]
+            return unopened + (await self._call_batch(rest) if rest else [])
         handler = self.batch_handlers.get(tasks[0].type)
         if handler is None:
             self._note_unhandled(tasks[0].type)
