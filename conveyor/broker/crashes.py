@@ -18,6 +18,10 @@ A suspect is dispatched only to a worker that holds no other suspect
 (``QueueDispatcher``), so the next crash it is part of names it. Every
 crash after a task's first charges it, so a task that kills every worker it
 meets reaches its ``max_retry`` like any failing task.
+
+Tasks a worker held in its prefetch window but had not started (it said
+which it started, docs/protocol.md §6.6) took no part in the crash: they
+go back to ``pending``, nothing spent, and are not counted.
 """
 
 from __future__ import annotations
@@ -57,18 +61,25 @@ def charged_rows(rows: Sequence[Task], in_flight: int) -> list[Task]:
 
 
 class CrashOps(OutcomeOps):
-    def settle_crash(self, refs: Sequence[tuple[str, str]], error: str = WORKER_LOST) -> CrashReport:
+    def settle_crash(
+        self, refs: Sequence[tuple[str, str]], error: str = WORKER_LOST, idle: Sequence[tuple[str, str]] = ()
+    ) -> CrashReport:
         """A worker's connection dropped with *refs* (task id, lease id) in flight: attribute it.
 
-        *refs* are every task the worker held, so that the count is the
-        worker's even when some lease was lost meanwhile.
+        *refs* are every task the worker had started, so that the count is
+        the worker's even when some lease was lost meanwhile; *idle* are the
+        tasks it held without starting them (its prefetch window): released,
+        in the same transaction, never suspects.
         """
         report = CrashReport()
-        if not refs:
+        if not refs and not idle:
             return report
         now = self.now()
         with self.atomic():
-            rows = self.store.lock_active(dict(refs))
+            waiting = self.store.lock_active(dict(idle)) if idle else []
+            self._release_rows(waiting, now)
+            report.released = [r.id for r in waiting]
+            rows = self.store.lock_active(dict(refs)) if refs else []
             charged = charged_rows(rows, len(refs))
             if charged:
                 for row in charged:
@@ -76,14 +87,15 @@ class CrashOps(OutcomeOps):
                     self._settle_row(row, error, now, fields=("last_error", "suspect"))
                 rest = [r for r in rows if r not in charged]
                 self._release_rows(rest, now)
-                report.charged, report.released = [r.id for r in charged], [r.id for r in rest]
-            else:
+                report.charged = [r.id for r in charged]
+                report.released += [r.id for r in rest]
+            elif rows:
                 note = clip_error(f"{error} with {len(refs)} tasks in flight (attempt not counted)")
                 back = [(r, now + timedelta(seconds=backoff_delay(retry_policy_of(r), r.retried))) for r in rows]
                 self._back_as_suspects(back, note, now, "retried", canceled_error=error)
                 report.suspects = [r.id for r in rows]
-        found = {r.id for r in rows}
-        report.lost = [tid for tid, _ in refs if tid not in found]
+        found = {r.id for r in [*waiting, *rows]}
+        report.lost = [tid for tid, _ in [*refs, *idle] if tid not in found]
         return report
 
     def defer_suspects(self, refs: Sequence[tuple[str, str]]) -> list[str]:

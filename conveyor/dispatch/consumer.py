@@ -40,7 +40,9 @@ class WebSocketGateway(Gateway):
     """A gateway whose worker is at the other end of a WebSocket."""
 
     def __init__(self, consumer: WorkerConsumer, node: Node, key: str, hello: dict[str, Any]) -> None:
-        super().__init__(node, key, hello["queues"], hello["concurrency"], hello["batch_types"])
+        super().__init__(
+            node, key, hello["queues"], hello["concurrency"], hello["batch_types"], prefetch=hello["prefetch"]
+        )
         self.consumer = consumer
         self.labels = hello["labels"]
         self.sdk_version = hello["sdk_version"]
@@ -167,9 +169,11 @@ class WorkerConsumer(AsyncWebsocketConsumer):
             lease_id, results = f.check_batch_result(frame)
             gateway.settle_group(lease_id, results)
         elif kind == p.HEARTBEAT:
-            ids = f.check_heartbeat(frame)
+            ids = f.check_task_ids(frame)
             if ids:
                 self.node.spawn(gateway.heartbeat(ids))  # type: ignore[union-attr]
+        elif kind == p.STARTED:
+            gateway.mark_started(f.check_task_ids(frame))
         elif kind == p.PROGRESS:
             task_id, percent, message = f.check_progress(frame)
             record = gateway.inflight.get(task_id)
@@ -232,6 +236,7 @@ class WorkerConsumer(AsyncWebsocketConsumer):
                     "server_version": __version__,
                     "min_sdk_version": MIN_SDK_VERSION,
                     "node": node.id,
+                    "prefetch": hello["prefetch"],
                 }
             ]
         )

@@ -37,6 +37,9 @@ def check_hello(frame: dict[str, Any]) -> dict[str, Any]:
     concurrency = frame.get("concurrency")
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or not 1 <= concurrency <= 10_000:
         raise FrameError("hello: 'concurrency' must be an integer from 1 to 10000")
+    prefetch = frame.get("prefetch", 0)
+    if isinstance(prefetch, bool) or not isinstance(prefetch, int) or not 0 <= prefetch <= p.MAX_PREFETCH:
+        raise FrameError(f"hello: 'prefetch' must be an integer from 0 to {p.MAX_PREFETCH}")
     labels = frame.get("labels") or {}
     if not isinstance(labels, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
         raise FrameError("hello: 'labels' must be an object of string to string")
@@ -64,6 +67,7 @@ def check_hello(frame: dict[str, Any]) -> dict[str, Any]:
         "protocol": protocol,
         "queues": dict(queues),
         "concurrency": concurrency,
+        "prefetch": prefetch,
         "labels": dict(labels),
         "batch_types": list(batch_types),
         "sdk_version": frame.get("sdk_version") or "",
@@ -104,10 +108,11 @@ def check_batch_result(frame: dict[str, Any]) -> tuple[str, dict[str, tuple[str,
     return lease_id, results
 
 
-def check_heartbeat(frame: dict[str, Any]) -> list[str]:
+def check_task_ids(frame: dict[str, Any]) -> list[str]:
+    """The ``task_ids`` of a ``heartbeat`` or ``started`` frame."""
     ids = frame.get("task_ids", [])
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-        raise FrameError("heartbeat: 'task_ids' must be a list of task ids")
+        raise FrameError(f"{frame.get('type')}: 'task_ids' must be a list of task ids")
     return ids
 
 

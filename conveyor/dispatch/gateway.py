@@ -65,6 +65,9 @@ class Inflight:
     queue: str
     group_lease: str | None = None  # set for members of a batch delivery
     since: float = field(default_factory=time.monotonic)
+    # False while it waits in the worker's prefetch window (the worker says
+    # when it starts it); a session without a window runs all it holds.
+    started: bool = True
 
 
 @dataclass
@@ -80,11 +83,20 @@ class GroupInflight:
 class Gateway:
     """Base gateway; subclasses implement ``push_tasks``, ``push_group``, ``push_cancel``."""
 
-    def __init__(self, node: Node, key: str, queues: dict[str, int], concurrency: int, batch_types: list[str]):
+    def __init__(
+        self,
+        node: Node,
+        key: str,
+        queues: dict[str, int],
+        concurrency: int,
+        batch_types: list[str],
+        prefetch: int = 0,
+    ):
         self.node = node
         self.key = key
         self.queues = dict(queues)
         self.concurrency = concurrency
+        self.prefetch = prefetch  # dispatches held beyond the concurrency, not yet started
         self.batch_types = set(batch_types)
         self.inflight: dict[str, Inflight] = {}
         self.groups: dict[str, GroupInflight] = {}
@@ -96,14 +108,15 @@ class Gateway:
 
     def attach(self, shares: dict[str, int] | None = None) -> None:
         """Offer capacity to the queues' dispatchers: the weighted split of the
-        concurrency (or *shares*), less what is already in flight per queue."""
+        concurrency and the prefetch window (or *shares*), less what is
+        already in flight per queue."""
         busy: dict[str, int] = {}
         # A single delivery holds one slot; a whole batch delivery holds one.
         for queue in [r.queue for r in self.inflight.values() if r.group_lease is None] + [
             g.queue for g in self.groups.values()
         ]:
             busy[queue] = busy.get(queue, 0) + 1
-        for queue, credit in (shares or split_capacity(self.concurrency, self.queues)).items():
+        for queue, credit in (shares or split_capacity(self.concurrency + self.prefetch, self.queues)).items():
             self.node.dispatcher(queue).add_gateway(self, max(0, credit - busy.get(queue, 0)), self.queues[queue])
         self.attached = True
 
@@ -122,7 +135,7 @@ class Gateway:
         """Take ownership of leased tasks and push them to the worker."""
         for task in tasks:
             self._supersede(task.id)
-            self.inflight[task.id] = Inflight(task, queue)
+            self.inflight[task.id] = Inflight(task, queue, started=not self.prefetch)
             self.node.leases[task.id] = self
         openable = self._openable(tasks)
         if openable:
@@ -136,7 +149,7 @@ class Gateway:
         lease_id = tasks[0].lease_id or ""
         for task in tasks:
             self._supersede(task.id)
-            self.inflight[task.id] = Inflight(task, queue, group_lease=lease_id)
+            self.inflight[task.id] = Inflight(task, queue, group_lease=lease_id, started=not self.prefetch)
             self.node.leases[task.id] = self
         self.groups[lease_id] = GroupInflight(lease_id, queue, tasks[0].type, {t.id for t in tasks})
         tasks = self._openable(tasks)
@@ -271,6 +284,13 @@ class Gateway:
         for task_id in lost:
             self.lose(task_id, "lease lost")
 
+    def mark_started(self, task_ids: list[str]) -> None:
+        """The worker started these (out of its prefetch window): a crash now involves them."""
+        for task_id in task_ids:
+            record = self.inflight.get(task_id)
+            if record is not None:
+                record.started = True
+
     def lose(self, task_id: str, reason: str) -> None:
         """The lease is gone: tell the worker to stop and give the credit back."""
         record = self.inflight.pop(task_id, None)
@@ -296,10 +316,14 @@ class Gateway:
 
     async def crashed(self) -> None:
         """Abrupt end (the worker's connection dropped): crash attribution
-        decides what each task in flight is charged (conveyor/broker/crashes.py)."""
+        decides what each started task is charged (conveyor/broker/crashes.py);
+        those still waiting in the prefetch window go back, nothing spent."""
+        idle = {tid for tid, record in self.inflight.items() if not record.started}
         refs = self._take_all()
         if refs:
-            await self.node.db.run(self.node.broker.settle_crash, refs)
+            started = [ref for ref in refs if ref[0] not in idle]
+            waiting = [ref for ref in refs if ref[0] in idle]
+            await self.node.db.run(self.node.broker.settle_crash, started, idle=waiting)
 
     def holds_suspect(self) -> bool:
         """Whether a suspect of an earlier crash is in flight here (the dispatcher sends no second one)."""

@@ -19,7 +19,11 @@ BATCH_RESULT = "batch_result"
 HEARTBEAT = "heartbeat"
 PROGRESS = "progress"
 CREDIT = "credit"
-WORKER_FRAMES = (HELLO, RESULT, BATCH_RESULT, HEARTBEAT, PROGRESS, CREDIT)
+STARTED = "started"  # only on a session welcomed with a prefetch window
+WORKER_FRAMES = (HELLO, RESULT, BATCH_RESULT, HEARTBEAT, PROGRESS, CREDIT, STARTED)
+
+# The prefetch window: dispatches a worker may hold beyond its concurrency.
+MAX_PREFETCH = 1000
 
 # Server -> worker frames.
 WELCOME = "welcome"

@@ -95,3 +95,4 @@ class Running:
         self.batch_lease = batch_lease
         self.future: asyncio.Future[Any] | None = None
         self.dropped = False  # the server no longer wants its result
+        self.started = False  # its handler was called (else it waits in the prefetch window)

@@ -15,7 +15,8 @@ import logging
 import random
 import signal
 import threading
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
@@ -36,6 +37,9 @@ BatchHandler = Callable[[list[Task]], Any]
 
 RECONNECT_BASE = 0.2
 RECONNECT_CAP = 15.0
+# Dispatches held beyond the concurrency, so that the next task is already
+# here when a handler returns. 0 until the drain measurement chooses (issue 25).
+DEFAULT_PREFETCH = 0
 
 
 def ws_url(base_url: str) -> str:
@@ -81,10 +85,14 @@ class AsyncWorker:
         labels: dict[str, str] | None = None,
         drain_timeout: float = 30.0,
         encryptor: Encryptor | None = None,
+        prefetch: int = DEFAULT_PREFETCH,
     ) -> None:
+        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or not 0 <= prefetch <= p.MAX_PREFETCH:
+            raise ValueError(f"prefetch must be an integer from 0 to {p.MAX_PREFETCH}, not {prefetch!r}")
         self.base_url = base_url
         self.queues = dict(queues or {"default": 1})
         self.concurrency = concurrency
+        self.prefetch = prefetch
         self.token = token
         self.labels = dict(labels or {})
         self.drain_timeout = drain_timeout
@@ -94,7 +102,11 @@ class AsyncWorker:
         self.batch_handlers: dict[str, BatchHandler] = {}
         self.session_id: str | None = None
         self.connected = asyncio.Event()
-        self._running: dict[str, Running] = {}
+        self._running: dict[str, Running] = {}  # by task id: started, or waiting in the window
+        self._waiting: deque[Running] = deque()  # received, not started (oldest first)
+        self._active = 0  # deliveries whose handler runs
+        self._window = 0  # the prefetch window the server granted this session
+        self._pumping = False
         self._outbox: list[dict[str, Any]] = []
         self._ws: ClientConnection | None = None
         self._stopping: asyncio.Event | None = None
@@ -188,6 +200,7 @@ class AsyncWorker:
             "protocol": p.PROTOCOL_VERSION,
             "queues": self.queues,
             "concurrency": self.concurrency,
+            **({"prefetch": self.prefetch} if self.prefetch else {}),
             "labels": self.labels,
             "sdk_version": __version__,
             "batch_types": sorted(self.batch_handlers),
@@ -204,6 +217,8 @@ class AsyncWorker:
         self._welcomed = True
         self.session_id = welcome["session_id"]
         self.heartbeat_interval = float(welcome.get("heartbeat_interval") or 20)
+        # A server without windows does not echo it (and would refuse `started`).
+        self._window = int(welcome.get("prefetch") or 0)
         self.connected.set()
         logger.info("connected to %s as session %s", self.base_url, self.session_id)
         for frame in frames[1:]:
@@ -296,31 +311,60 @@ class AsyncWorker:
         if self._stopping is not None and self._stopping.is_set():
             self._finish(running, [(t.id, p.RELEASED, "", None) for t in tasks])
             return
+        if not self._window:
+            self._launch(running)  # no window: the server sends only what may run
+            return
+        self._waiting.append(running)
+        self._pump()
+
+    def _pump(self) -> None:
+        """Start waiting deliveries while fewer than ``concurrency`` run, each
+        announced with a `started` frame written before its handler is called
+        (a crash then names it, and only it, docs/protocol.md §6.6)."""
+        if self._pumping:
+            return  # a handler that finished inside the loop below: it goes on
+        self._pumping = True
+        try:
+            while not (self._stopping is not None and self._stopping.is_set()):
+                batch: list[Running] = []
+                while self._waiting and self._active + len(batch) < self.concurrency:
+                    batch.append(self._waiting.popleft())
+                if not batch:
+                    break
+                self._send({"type": p.STARTED, "task_ids": [t.id for r in batch for t in r.tasks]})
+                self._flush()
+                for running in batch:
+                    self._launch(running)
+        finally:
+            self._pumping = False
+
+    def _launch(self, running: Running) -> None:
         # Started at once, not on the loop's next turn: a handler runs
         # until its first await while the frame that brought it is still
         # being read (an async handler that never waits finishes here).
-        # (Through the loop's task factory when one is installed, e.g. by a
-        # tracing library: it may need to see every task.)
-        loop = asyncio.get_running_loop()
-        if loop.get_task_factory() is None:
-            running.future = asyncio.Task(self._execute(running), loop=loop, eager_start=True)
-        else:
-            running.future = loop.create_task(self._execute(running))
+        running.started = True
+        self._active += 1
+        running.future = eager(self._execute(running))
 
     async def _execute(self, running: Running) -> None:
         tasks = running.tasks
         try:
-            if running.batch_lease is None:
-                outcome = await self._call_one(tasks[0])
-                outcomes = [(tasks[0].id, *outcome)]
-            else:
-                outcomes = await self._call_batch(tasks)
-        except asyncio.CancelledError:
-            if running.dropped:
-                return
-            reason = tasks[0].cancel_reason or "canceled"
-            outcomes = [(t.id, p.RETRY, reason, None) for t in tasks]
-        self._finish(running, outcomes)
+            try:
+                if running.batch_lease is None:
+                    outcome = await self._call_one(tasks[0])
+                    outcomes = [(tasks[0].id, *outcome)]
+                else:
+                    outcomes = await self._call_batch(tasks)
+            except asyncio.CancelledError:
+                if running.dropped:
+                    return
+                reason = tasks[0].cancel_reason or "canceled"
+                outcomes = [(t.id, p.RETRY, reason, None) for t in tasks]
+            self._finish(running, outcomes)
+        finally:
+            self._active -= 1
+            if self._waiting:
+                self._pump()  # its result and the next one's `started` leave together
 
     async def _call_one(self, task: Task) -> tuple[str, str, Any]:
         if task.seal_error:
@@ -401,7 +445,10 @@ class AsyncWorker:
             return  # a cancel for an earlier delivery of this task
         for task in running.tasks:
             task._mark_cancelled(reason)
-        if running.future is not None and not running.future.done():
+        if not running.started:
+            # Still in the window: answered at once, as a run stopped by it would be.
+            self._finish(running, [(t.id, p.RETRY, reason, None) for t in running.tasks])
+        elif running.future is not None and not running.future.done():
             running.future.cancel()
 
     def _drop(self, running: Running, reason: str) -> None:
@@ -409,15 +456,20 @@ class AsyncWorker:
         running.dropped = True
         for task in running.tasks:
             task._mark_cancelled(reason)
-            if self._running.get(task.id) is running:
-                del self._running[task.id]
+        self._forget(running)
         if running.future is not None and not running.future.done():
             running.future.cancel()
 
-    def _finish(self, running: Running, outcomes: list[tuple[str, str, str, Any]]) -> None:
+    def _forget(self, running: Running) -> None:
         for task in running.tasks:
             if self._running.get(task.id) is running:
                 del self._running[task.id]
+        if not running.started:
+            with contextlib.suppress(ValueError):
+                self._waiting.remove(running)
+
+    def _finish(self, running: Running, outcomes: list[tuple[str, str, str, Any]]) -> None:
+        self._forget(running)
         if running.dropped:
             return
         self.completed += len(outcomes)
@@ -463,7 +515,9 @@ class AsyncWorker:
         frames, self._outbox = self._outbox, []
         ws = self._ws
         if frames and ws is not None:
-            task = asyncio.ensure_future(self._write(ws, p.encode_frames(frames)))
+            # Written now (to the socket, unless a write is still in progress):
+            # a `started` frame must be out before its handler may crash us.
+            task = eager(self._write(ws, p.encode_frames(frames)))
             self._writes.add(task)
             task.add_done_callback(self._writes.discard)
 
@@ -501,6 +555,9 @@ class AsyncWorker:
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.drain_timeout
+        # Those waiting in the prefetch window go back at once, for another worker.
+        for running in list(self._waiting):
+            self._finish(running, [(t.id, p.RELEASED, "", None) for t in running.tasks])
         logger.info("stopping: draining %d running tasks (up to %.0fs)", len(self._running), self.drain_timeout)
         recv: asyncio.Future[Any] | None = None
         try:
@@ -541,7 +598,18 @@ class AsyncWorker:
             if running.future is not None and not running.future.done():
                 running.future.cancel()
         self._running.clear()
+        self._waiting.clear()
         self._outbox.clear()
+
+
+def eager(coro: Coroutine[Any, Any, None]) -> asyncio.Future[None]:
+    """A task for *coro* that runs until its first await right now (through
+    the loop's task factory when one is installed, e.g. by a tracing
+    library: it may need to see every task)."""
+    loop = asyncio.get_running_loop()
+    if loop.get_task_factory() is None:
+        return asyncio.Task(coro, loop=loop, eager_start=True)
+    return loop.create_task(coro)
 
 
 class Worker:

@@ -223,6 +223,8 @@ def test_a_message_that_is_not_frames_is_refused_with_4400(node, message, words)
         ({"queues": {"a": 1}, "concurrency": 1, "labels": {"k": 1}}, ["labels"]),
         ({"queues": {"a": 1}, "concurrency": 1, "batch_types": "report"}, ["batch_types"]),
         ({"queues": {"a": 1}, "concurrency": 1, "min_server_version": 2}, ["min_server_version"]),
+        ({"queues": {"a": 1}, "concurrency": 1, "prefetch": -1}, ["prefetch", "0 to 1000"]),
+        ({"queues": {"a": 1}, "concurrency": 1, "prefetch": 1001}, ["prefetch"]),
     ],
     ids=[
         "queues-empty",
@@ -238,6 +240,8 @@ def test_a_message_that_is_not_frames_is_refused_with_4400(node, message, words)
         "labels",
         "batch-types",
         "min-server-version-type",
+        "prefetch-negative",
+        "prefetch-too-large",
     ],
 )
 def test_a_hello_with_bad_fields_is_refused_with_4400(node, hello, words):

@@ -116,6 +116,7 @@ def test_a_minimal_hello_is_filled_with_defaults():
         "protocol": 1,
         "queues": {"a": 3, "b": 1},
         "concurrency": 4,
+        "prefetch": 0,
         "labels": {},
         "batch_types": [],
         "sdk_version": "",
@@ -136,6 +137,10 @@ def test_a_minimal_hello_is_filled_with_defaults():
         ({"concurrency": 0}, "'concurrency'"),
         ({"concurrency": 10_001}, "'concurrency'"),
         ({"concurrency": True}, "'concurrency'"),
+        ({"prefetch": -1}, "'prefetch'"),
+        ({"prefetch": 1001}, "'prefetch'"),
+        ({"prefetch": "2"}, "'prefetch'"),
+        ({"prefetch": False}, "'prefetch'"),
         ({"labels": ["a"]}, "'labels'"),
         ({"labels": {"a": 1}}, "'labels'"),
         ({"batch_types": [""]}, "'batch_types'"),
@@ -200,11 +205,17 @@ def test_bad_batch_result_frames_are_refused(frame):
         f.check_batch_result({"type": "batch_result", **frame})
 
 
+def test_started_frames():
+    assert f.check_task_ids({"type": "started", "task_ids": ["a"]}) == ["a"]
+    with pytest.raises(f.FrameError, match="started: 'task_ids'"):
+        f.check_task_ids({"type": "started", "task_ids": "a"})
+
+
 def test_heartbeat_frames():
-    assert f.check_heartbeat({"type": "heartbeat", "task_ids": ["a", "b"]}) == ["a", "b"]
-    assert f.check_heartbeat({"type": "heartbeat"}) == []
+    assert f.check_task_ids({"type": "heartbeat", "task_ids": ["a", "b"]}) == ["a", "b"]
+    assert f.check_task_ids({"type": "heartbeat"}) == []
     with pytest.raises(f.FrameError):
-        f.check_heartbeat({"type": "heartbeat", "task_ids": [1]})
+        f.check_task_ids({"type": "heartbeat", "task_ids": [1]})
 
 
 def test_progress_frames():
