@@ -1,0 +1,110 @@
+"""The prefetch window (docs/protocol.md §4.1 `prefetch`, §6.6 `started`, §12.2), on a real dev node.
+
+A raw ``websockets`` worker declares a window, and tasks it holds beyond its
+concurrency are dispatched; a worker process killed with SIGKILL leaves
+the node to settle what it held by its ``started`` frames.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from conveyor.sdk import protocol as p
+from tests.e2e.conftest import base_env
+from tests.e2e.support import ROOT, NodeProcess, wait_for
+from tests.integration.test_worker_protocol import run, worker
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    tmp = tmp_path_factory.mktemp("prefetch")
+    env = {**base_env(), "DATABASE_URL": f"sqlite:///{tmp}/x.sqlite3"}
+    proc = NodeProcess(env, dev=True, name="prefetch-node")
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def queue() -> str:
+    return f"pf-{uuid.uuid4().hex[:10]}"
+
+
+def test_a_prefetch_window_is_granted_and_bounded(node, queue):
+    async def scenario():
+        async with worker(node) as w:
+            welcome = await w.hello({queue: 1}, concurrency=1, prefetch=2)
+            for _ in range(5):
+                await w.enqueue(queue=queue)
+            got = [await w.frame(p.DISPATCH) for _ in range(3)]
+            with pytest.raises(TimeoutError):
+                await w.frame(p.DISPATCH, timeout=1.0)  # window full: nothing more
+            await w.send({"type": "result", "task_id": got[0]["task_id"], "outcome": "success"})
+            return welcome, got, await w.frame(p.DISPATCH)
+
+    welcome, got, fourth = run(scenario())
+
+    assert welcome["prefetch"] == 2
+    assert len({g["task_id"] for g in got} | {fourth["task_id"]}) == 4
+
+
+# A worker that holds concurrency + prefetch tasks, says it started the
+# first STARTED of them, prints "ready" and waits to be killed.
+CRASHING_WORKER = """
+import asyncio, json, sys, websockets
+url, queue, concurrency, prefetch, started = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
+async def main():
+    async with websockets.connect(url) as ws:
+        await ws.send(json.dumps({"type": "hello", "queues": {queue: 1}, "concurrency": concurrency,
+                                  "prefetch": prefetch}))
+        held = []
+        while len(held) < concurrency + prefetch:
+            data = json.loads(await asyncio.wait_for(ws.recv(), 20))  # else: no "ready", the test fails
+            held += [f["task_id"] for f in (data if isinstance(data, list) else [data]) if f["type"] == "dispatch"]
+        if started:
+            await ws.send(json.dumps({"type": "started", "task_ids": held[:started]}))
+        print("ready " + " ".join(held), flush=True)
+        await asyncio.sleep(600)
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "prefetch", "started"),
+    [(1, 2, 1), (2, 1, 2), (1, 2, 0)],
+    ids=["one-started-two-waiting", "two-started-one-waiting", "none-started"],
+)
+def test_a_crash_settles_only_started_tasks_and_releases_the_waiting_ones(node, queue, concurrency, prefetch, started):
+    ids = [node.enqueue(queue=queue, max_retry=3)["id"] for _ in range(concurrency + prefetch)]
+    url = node.url.replace("http://", "ws://") + p.WORKER_PATH
+    argv = [sys.executable, "-c", CRASHING_WORKER, url, queue, str(concurrency), str(prefetch), str(started)]
+    proc = subprocess.Popen(argv, cwd=ROOT, env=base_env(), stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()  # type: ignore[union-attr]
+        assert line.startswith("ready"), line
+        held = line.split()[1:]
+        assert sorted(held) == sorted(ids)
+        # (The node reads its `started` frame before it sees the connection drop.)
+        wait_for(lambda: all(node.task(t)["state"] == "active" for t in ids), what="all leased")
+    finally:
+        proc.kill()
+        proc.wait(10)
+    def after_crash():
+        tasks = [node.task(t) for t in held]
+        return tasks if all(t["state"] != "active" for t in tasks) else None
+
+    settled = wait_for(after_crash, what="the crash settled")
+    ran, waited = settled[:started], settled[started:]
+
+    for task in waited:  # only prefetched: back at once, nothing spent, no suspect
+        assert (task["state"], task["retried"], task["suspect"]) == ("pending", 0, False), task
+    if started == 1:  # alone in the crash: charged
+        assert (ran[0]["state"], ran[0]["retried"], ran[0]["suspect"]) == ("retry", 1, True), ran[0]
+    for task in ran if started > 1 else []:  # several: suspects, not charged
+        assert (task["state"], task["retried"], task["suspect"]) == ("retry", 0, True), task
