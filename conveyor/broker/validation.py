@@ -6,7 +6,6 @@ written, so bad input changes nothing.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping
 from datetime import datetime, timedelta
@@ -16,6 +15,7 @@ from conveyor.backoff import POLICIES
 from conveyor.broker.types import TaskSpec
 from conveyor.conf import conveyor_settings
 from conveyor.exceptions import InvalidArgument
+from conveyor.sdk.encryption import content_key
 from conveyor.sealing import active_key_id
 
 # \Z, not $: ``$`` also matches before a trailing newline, and other modules
@@ -141,12 +141,6 @@ def check_metadata(value: Any) -> dict[str, str]:
     return dict(value)
 
 
-def derive_unique_key(task_type: str, payload: bytes) -> str:
-    """A key for "unique by content": sha256 of the type and the payload."""
-    digest = hashlib.sha256(task_type.encode() + b"\x00" + payload).hexdigest()
-    return f"sha256:{digest}"
-
-
 def _check_exclusive(spec: TaskSpec, a: str, b: str) -> None:
     if getattr(spec, a) is not None and getattr(spec, b) is not None:
         raise InvalidArgument(a, f"cannot be combined with {b}")
@@ -182,7 +176,7 @@ def _priority(value: Any) -> int:
 def _unique(spec: TaskSpec, payload: bytes, now: datetime) -> tuple[str | None, datetime | None]:
     key = check_text(spec.unique_key, "unique_key", 255)
     if key is None and spec.unique:
-        key = derive_unique_key(spec.type, payload)
+        key = content_key(spec.type, payload)
     if spec.unique_ttl is None:
         return key, None
     if key is None:

@@ -232,7 +232,11 @@ def seal_request(body: dict[str, Any], encryptor: Encryptor) -> dict[str, Any]:
 
 
 def content_key(task_type: str, payload: bytes) -> str:
-    """The unique key of "unique by content", as the server derives it: sha256 of type, NUL, payload."""
+    """The unique key of "unique by content": sha256 of type, NUL, payload.
+
+    The one definition: the server derives ``unique=True`` keys with it, and
+    a client sealing end to end sends the same key, computed on the plaintext.
+    """
     return "sha256:" + hashlib.sha256(task_type.encode() + b"\x00" + payload).hexdigest()
 
 

@@ -9,6 +9,8 @@ import threading
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from conveyor.sdk.encryption import open_payload
+
 if TYPE_CHECKING:
     from conveyor.sdk.worker import AsyncWorker
 
@@ -49,8 +51,6 @@ class Task:
 
     def _open(self, encryptor: Any) -> None:
         """Open a payload its producer sealed end to end (``conveyor.sdk.encryption``)."""
-        from conveyor.sdk.encryption import open_payload
-
         self.raw_payload, self.seal_error = open_payload(self.raw_payload, self.metadata, encryptor)
 
     @property
