@@ -22,9 +22,11 @@ def stack_env(signal_log: Path) -> dict[str, str]:
     return {**base_env(), "DATABASE_URL": f"sqlite:///{db}", ENV: str(signal_log)}
 
 
-def start_worker(node: NodeProcess, env: dict[str, str], *, queues: str = QUEUES, concurrency: int = 3) -> Process:
+def start_worker(
+    node: NodeProcess, env: dict[str, str], *, queues: str = QUEUES, concurrency: int = 3, prefetch: int = 0
+) -> Process:
     argv = [sys.executable, "manage.py", "conveyor_worker", "--url", node.url]
-    argv += ["--queues", queues, "--concurrency", str(concurrency)]
+    argv += ["--queues", queues, "--concurrency", str(concurrency), "--prefetch", str(prefetch)]
     worker = Process(argv, {**env, "DJANGO_SETTINGS_MODULE": "tests.django_tasks.settings"}, "conveyor_worker")
     sessions = len(node.api("GET", "/api/v1/workers")["workers"])
     wait_for(

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from django.core.management import CommandError, call_command
 from django.tasks import TaskResultStatus
 
 from tests.django_tasks.support import Runner, Stack, stack_env, start_stack, start_worker
-from tests.django_tasks.tasks import add
+from tests.django_tasks.tasks import add, halfway_then_wait
 from tests.e2e.support import ROOT, NodeProcess, Process, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -136,3 +137,40 @@ def test_a_django_task_whose_function_is_gone_is_released_too(tmp_path: Path) ->
             worker.stop()
     finally:
         node.stop()
+
+
+def test_prefetch_holds_tasks_beyond_the_concurrency_and_runs_them_in_turn(tmp_path: Path) -> None:
+    env = stack_env(tmp_path / "signals.jsonl")
+    node = NodeProcess(env, dev=True, name="prefetch-node")
+    try:
+        worker = start_worker(node, env, queues="default=1", concurrency=1, prefetch=2)
+        gate = tmp_path / "gate"
+        try:
+            ids = [halfway_then_wait.enqueue(str(gate)).id for _ in range(4)]
+
+            def states() -> list[dict]:
+                return [node.task(i) for i in ids]
+
+            # One runs (it reports progress), two wait leased in the window, one stays pending.
+            wait_for(lambda: sum(t["state"] == "active" for t in states()) == 3, 15, what="three tasks leased")
+            wait_for(lambda: any(t["progress"] for t in states()), 15, what="the running task's progress")
+            time.sleep(0.5)  # nothing more is sent while the window is full
+            held = states()
+            assert sorted(t["state"] for t in held) == ["active", "active", "active", "pending"]
+            assert sum(bool(t["progress"]) for t in held) == 1
+            gate.touch()
+            wait_for(lambda: all(t["state"] == "completed" for t in states()), 30, what="all four to complete")
+            assert {t["retried"] for t in states()} == {0}
+        finally:
+            worker.stop()
+    finally:
+        node.stop()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [(["--prefetch", "1001"], "--prefetch must be from 0 to 1000"), (["--concurrency", "0"], "--concurrency")],
+)
+def test_a_bad_prefetch_or_concurrency_is_a_command_error(argv: list[str], message: str) -> None:
+    with pytest.raises(CommandError, match=message):
+        call_command("conveyor_worker", "--url", "http://127.0.0.1:9", *argv)

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
+from conveyor.sdk import Worker
 from conveyor.sdk import protocol as p
 from tests.e2e.conftest import base_env
 from tests.e2e.support import ROOT, NodeProcess, wait_for
@@ -95,6 +97,7 @@ def test_a_crash_settles_only_started_tasks_and_releases_the_waiting_ones(node, 
     finally:
         proc.kill()
         proc.wait(10)
+
     def after_crash():
         tasks = [node.task(t) for t in held]
         return tasks if all(t["state"] != "active" for t in tasks) else None
@@ -108,3 +111,62 @@ def test_a_crash_settles_only_started_tasks_and_releases_the_waiting_ones(node, 
         assert (ran[0]["state"], ran[0]["retried"], ran[0]["suspect"]) == ("retry", 1, True), ran[0]
     for task in ran if started > 1 else []:  # several: suspects, not charged
         assert (task["state"], task["retried"], task["suspect"]) == ("retry", 0, True), task
+
+
+def test_an_sdk_worker_keeps_its_window_leased_and_gives_it_back_on_a_graceful_stop(tmp_path):
+    """Waiting tasks' leases are extended by the SDK's heartbeats like the
+    running one's; a graceful stop gives the waiting tasks back at once,
+    nothing spent, while the running one finishes."""
+    env = {**base_env(), "DATABASE_URL": f"sqlite:///{tmp_path}/x.sqlite3", "CONVEYOR_LEASE_TTL": "3s"}
+    node = NodeProcess(env, dev=True, name="prefetch-sdk-node")
+    gate, began = threading.Event(), threading.Event()
+    sdk = Worker(node.url, queues={"default": 1}, concurrency=1, prefetch=2, drain_timeout=30)
+
+    @sdk.task("slow")
+    def slow(task):
+        began.set()
+        assert gate.wait(30)
+        return "done"
+
+    thread = threading.Thread(target=sdk.run, daemon=True)
+    try:
+        ids = [node.enqueue(type="slow", json={}, max_retry=3)["id"] for _ in range(3)]
+
+        def tasks():
+            return [node.task(i) for i in ids]
+
+        def all_leased():
+            ts = tasks()
+            return ts if all(t["state"] == "active" for t in ts) else None
+
+        thread.start()
+        assert began.wait(15)
+        first = wait_for(all_leased, what="the running task and the two in the window leased")
+
+        def extended():
+            ts = tasks()
+            later = [t["lease_expires_at"] > f["lease_expires_at"] for t, f in zip(ts, first, strict=True)]
+            return ts if all(later) and all(t["state"] == "active" for t in ts) else None
+
+        # Past the first expiry (3 s): each still leased, with a later expiry.
+        wait_for(extended, timeout=10, what="every lease extended, the waiting ones too")
+        stopper = threading.Thread(target=sdk.stop)
+        stopper.start()
+
+        def given_back():
+            ts = tasks()
+            return ts if sum(t["state"] == "pending" for t in ts) == 2 else None
+
+        back = wait_for(given_back, timeout=10, what="the two waiting tasks given back")
+        assert sorted(t["state"] for t in back) == ["active", "pending", "pending"]
+        assert {t["retried"] for t in back} == {0}
+        gate.set()
+        stopper.join(30)
+        thread.join(30)
+        assert not thread.is_alive()
+        done = tasks()
+        assert sorted(t["state"] for t in done) == ["completed", "pending", "pending"], done
+        assert {t["retried"] for t in done} == {0}
+    finally:
+        gate.set()
+        node.stop()

@@ -11,7 +11,8 @@ from django.db import close_old_connections
 
 from conveyor.django_tasks.runner import run_task
 from conveyor.sdk import Release, Task, Worker, WorkerRefused
-from conveyor.sdk.protocol import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
+from conveyor.sdk.protocol import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED, MAX_PREFETCH
+from conveyor.sdk.worker import DEFAULT_PREFETCH
 
 logger = logging.getLogger("conveyor.worker")
 
@@ -61,13 +62,29 @@ class Command(BaseCommand):
             "--token", default=os.environ.get("CONVEYOR_TOKEN"), help="API token (default $CONVEYOR_TOKEN)"
         )
         parser.add_argument("--queues", default="default=1", help="queues and weights, e.g. default=1,emails=3")
-        parser.add_argument("--concurrency", type=int, default=8)
+        parser.add_argument("--concurrency", type=int, default=8, help="functions run at once (default 8)")
+        parser.add_argument(
+            "--prefetch",
+            type=int,
+            default=DEFAULT_PREFETCH,
+            help=f"tasks held beyond --concurrency, so the next is already here (0 to {MAX_PREFETCH}; "
+            f"default {DEFAULT_PREFETCH})",
+        )
 
-    def handle(self, *args: Any, url: str, token: str | None, queues: str, concurrency: int, **options: Any) -> None:
+    def handle(
+        self, *args: Any, url: str, token: str | None, queues: str, concurrency: int, prefetch: int, **options: Any
+    ) -> None:
         logging.getLogger("conveyor").setLevel(logging.INFO)
-        worker = Worker(url, queues=parse_queues(queues), concurrency=concurrency, token=token)
+        if concurrency < 1:
+            raise CommandError(f"--concurrency must be at least 1, not {concurrency}")
+        if not 0 <= prefetch <= MAX_PREFETCH:
+            raise CommandError(f"--prefetch must be from 0 to {MAX_PREFETCH}, not {prefetch}")
+        worker = Worker(url, queues=parse_queues(queues), concurrency=concurrency, token=token, prefetch=prefetch)
         worker.task("*")(Handler())
-        self.stdout.write(f"conveyor_worker: serving {queues} from {url} (concurrency {concurrency}); Ctrl-C to stop")
+        self.stdout.write(
+            f"conveyor_worker: serving {queues} from {url} (concurrency {concurrency}, prefetch {prefetch}); "
+            "Ctrl-C to stop"
+        )
         try:
             worker.run()
         except WorkerRefused as exc:
