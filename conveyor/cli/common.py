@@ -184,3 +184,8 @@ def id_results(out: Any, results: list[Any], verb_past: str) -> None:
     failed = sum(not r.ok for r in results)
     if failed:
         raise CommandError(f"{failed} of {len(results)} ids failed")
+
+
+def plain(text: str) -> str:
+    """A style for Django's ``OutputWrapper.write``: the text as it is (no colour)."""
+    return text

@@ -13,7 +13,7 @@ from django.core.management.base import CommandError
 
 from conveyor.broker import get_broker
 from conveyor.broker.keys import RESEAL_BATCH_MAX, KeyStatus
-from conveyor.cli.common import group, to_float, to_int, verb
+from conveyor.cli.common import group, plain, to_float, to_int, verb
 from conveyor.conf import KEY_ID
 from conveyor.exceptions import InvalidArgument
 
@@ -150,7 +150,8 @@ class Progress:
         share = min(1.0, self.done / self.total)
         if self.tty:
             filled = int(share * BAR_WIDTH)
-            self.out.stderr.write(f"\r[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {self.done}/{self.total}", ending="")
+            bar = f"\r[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {self.done}/{self.total}"
+            self.out.stderr.write(bar, ending="", style_func=plain)
             self.out.stderr.flush()
         elif not self.out.as_json and int(share * 10) > self._shown:
             self._shown = int(share * 10)

@@ -63,9 +63,12 @@ class WebSocketGateway(Gateway):
     def push_cancel(self, task_id: str, lease_id: str, reason: str) -> None:
         self.consumer.queue_frames([{"type": p.CANCEL, "task_id": task_id, "lease_id": lease_id, "reason": reason}])
 
-    async def shutdown(self) -> None:
-        """The node is stopping: give tasks back, ask the worker to reconnect elsewhere."""
+    async def shutdown(self, grace: float) -> None:
+        """The node is stopping: no new tasks; those in flight have *grace*
+        seconds to report; the rest go back; the worker is asked to reconnect
+        elsewhere."""
         self.node.unregister_gateway(self)
+        await self.wait_resolved(grace)
         await self.release_all()
         await self.consumer.forget_session()
         await self.consumer.close(code=p.CLOSE_SERVICE_RESTART)

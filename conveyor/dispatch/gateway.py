@@ -9,6 +9,8 @@ credit back.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -103,6 +105,7 @@ class Gateway:
         self.breaker = TypeBreaker(conveyor_settings.TYPE_BREAKER_PROBE_DELAY)
         self.attached = False
         self.connected_at = datetime.now()
+        self._resolved: asyncio.Event | None = None  # set by a resolution while a drain waits
 
     # -- registration ------------------------------------------------------------
 
@@ -203,6 +206,7 @@ class Gateway:
             return False
         del self.inflight[task_id]
         self._forget(task_id)
+        self._note_resolved()
         task, node = record.task, self.node
         if outcome == p.SUCCESS:
             node.acks.submit(task, encode_result(result))
@@ -297,6 +301,7 @@ class Gateway:
         if record is None:
             return
         self._forget(task_id)
+        self._note_resolved()
         self.push_cancel(task_id, record.task.lease_id or "", reason)
         self._slot_freed(record)
 
@@ -307,6 +312,25 @@ class Gateway:
             self.push_cancel(task_id, record.task.lease_id or "", "canceled")
 
     # -- endings -----------------------------------------------------------------------
+
+    async def wait_resolved(self, timeout: float, busy: Callable[[], bool] | None = None) -> None:
+        """The node's drain: wait up to *timeout* seconds while *busy* (default:
+        anything in flight), so that tasks about to finish report their
+        results instead of being given back and run again."""
+        busy = busy or (lambda: bool(self.inflight))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        try:
+            while busy() and (left := deadline - loop.time()) > 0:
+                self._resolved = asyncio.Event()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._resolved.wait(), left)
+        finally:
+            self._resolved = None
+
+    def _note_resolved(self) -> None:
+        if self._resolved is not None:
+            self._resolved.set()
 
     async def release_all(self) -> None:
         """Graceful end: every task still in flight goes back, no retry spent."""
@@ -338,6 +362,7 @@ class Gateway:
             del self.inflight[task_id]
             self._forget(task_id)
         self.groups.clear()
+        self._note_resolved()
         return refs
 
 

@@ -191,7 +191,8 @@ class Node:
         logger.info("node %s started (%s layer)", self.id, "shared" if self.shared_layer else "in-memory")
 
     async def drain(self, timeout: float) -> None:
-        """Stop taking work; give every in-flight task back; flush acks."""
+        """Stop taking work; let tasks in flight report for half of *timeout*;
+        give the rest back; flush acks."""
         self.stopping = True
         if self.offers is not None:
             await self.offers.close()
@@ -201,7 +202,7 @@ class Node:
             except Exception:
                 logger.exception("stopping %s failed", service)
         gateways = list(self.gateways.values())
-        await asyncio.gather(*(gw.shutdown() for gw in gateways), return_exceptions=True)
+        await asyncio.gather(*(gw.shutdown(timeout / 2) for gw in gateways), return_exceptions=True)
         await self.acks.drain(timeout)
 
     async def stop(self) -> None:

@@ -183,7 +183,11 @@ class WebhookGateway(Gateway):
         for client in self.clients:
             await client.aclose()
 
-    async def shutdown(self) -> None:
+    async def shutdown(self, grace: float) -> None:
+        """The node is stopping: synchronous deliveries have *grace* seconds to
+        be answered, then every task still held goes back (``drain``)."""
+        self.node.unregister_gateway(self)
+        await self.wait_resolved(grace, busy=lambda: any(not d.asynchronous for d in self.deliveries.values()))
         await self.drain()
 
     # -- delivering ----------------------------------------------------------------------
@@ -292,6 +296,7 @@ class WebhookGateway(Gateway):
             delivery = self.deliveries.get(task_id)
             if delivery is not None:
                 delivery.asynchronous, delivery.request = True, None
+                self._note_resolved()  # a drain waits for synchronous deliveries only
             self._note(task_id, "accepted", "")
             return
         self._finish(task_id, outcome, error)

@@ -86,3 +86,11 @@ def test_generate_prints_a_key_the_setting_accepts():
     [(key_id, secret)] = parse_keyring(line)
     assert key_id == "k9" and len(secret) == 32
     assert "key_id" in fails("keys", "generate", "bad id")
+
+
+@pytest.mark.parametrize("argv", [("keys", "status"), ("stats",)])
+def test_a_bad_keyring_is_one_line_naming_the_key_for_every_verb(argv):
+    with keys("k1:" + base64.b64encode(b"short").decode()):
+        message = fails(*argv)
+    assert message.startswith("invalid CONVEYOR setting: ENCRYPTION_KEYS: key 'k1' is 5 bytes"), message
+    assert "\n" not in message.strip()

@@ -22,14 +22,6 @@ pytestmark = pytest.mark.slow
 ALL = list(BY_NAME)
 GRACEFUL = ["rolling-sigterm", "graceful-shutdown"]
 
-# Known defects the suite finds (issue 22): each is marked where it shows, so
-# the rest of the same run still guards against regressions.
-RELEASE_RACE = pytest.mark.xfail(
-    reason="a node's SIGTERM releases its in-flight tasks at once: a handler that finishes in the next"
-    " moment has its result dropped (lease lost) and the task runs again",
-    strict=False,
-)
-
 
 @pytest.fixture(scope="module")
 def rig() -> Iterator[Rig]:
@@ -57,17 +49,13 @@ def scenario(rig: Rig) -> Callable[[str], Result]:
     return result
 
 
-def marked(names: list[str], marks: dict[str, pytest.MarkDecorator]) -> list:
-    return [pytest.param(name, marks=marks[name]) if name in marks else name for name in names]
-
-
 @pytest.mark.parametrize("name", ALL)
 def test_no_acknowledged_task_is_lost(scenario, name: str) -> None:
     result = scenario(name)
     assert result.lost == 0, result.lost_ids
 
 
-@pytest.mark.parametrize("name", marked(ALL, dict.fromkeys(GRACEFUL, RELEASE_RACE)))
+@pytest.mark.parametrize("name", ALL)
 def test_no_task_completes_twice(scenario, name: str) -> None:
     assert scenario(name).completed_twice == 0
 

@@ -92,3 +92,40 @@ def test_sigterm_answers_every_request_it_read(cluster):
         f"{len(answered)} answered ({sum(p.closed_by_server for p in producers)} with Connection: close),"
         f" {len(unanswered)} unanswered and not stored"
     )
+
+
+@pytest.mark.parametrize("mode", ["dev", "cluster"])
+def test_a_task_that_finishes_during_the_drain_is_completed_not_run_again(cluster):
+    """SIGTERM while a worker runs a task: the node stops dispatching but waits
+    (up to half of CONVEYOR_SHUTDOWN_TIMEOUT) for the result, so the task
+    completes once instead of being given back and run again elsewhere."""
+    from conveyor.sdk import Worker
+
+    node = cluster.node()
+    began, gate, runs = threading.Event(), threading.Event(), []
+    worker = Worker(node.url, queues={"drain": 1}, concurrency=2, drain_timeout=5)
+
+    @worker.task("e2e")
+    def handler(task):
+        runs.append(task.id)
+        began.set()
+        assert gate.wait(20)
+        return "finished"
+
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    task_id = node.enqueue(type="e2e", queue="drain", json={}, max_retry=3, retention="1h")["id"]
+    try:
+        assert began.wait(15), node.output()[-2000:]
+        node.signal(signal.SIGTERM)
+        time.sleep(0.5)  # the drain has begun: with the old rule the task was already given back
+        gate.set()
+        assert node.proc.wait(30) == 0, node.output()[-3000:]
+    finally:
+        gate.set()
+        worker.stop()
+        thread.join(15)
+    again = cluster.node()
+    stored = again.task(task_id)
+    assert (stored["state"], stored["retried"], stored["result"]) == ("completed", 0, "finished"), stored
+    assert runs == [task_id]

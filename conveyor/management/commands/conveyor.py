@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 
 from conveyor.cli import register_all
+from conveyor.cli.common import plain
 from conveyor.conf import conveyor_settings
 from conveyor.exceptions import ConveyorError, InvalidArgument
 
@@ -34,8 +35,9 @@ class Output:
             self.stdout.write(text)
 
     def note(self, text: str) -> None:
-        """A warning or hint for the operator (stderr, in both modes)."""
-        self.stderr.write(text)
+        """A warning, hint or progress line for the operator (stderr, in both
+        modes; plain, not in the red Django gives errors on a terminal)."""
+        self.stderr.write(text, style_func=plain)
 
     def stream(self, data: Any, text: str) -> None:
         """One line of a live stream, flushed at once."""
@@ -99,7 +101,12 @@ class Command(BaseCommand):
         handler = options.get("handler")
         if handler is None:
             raise CommandError("missing verb; see --help")
-        if options.get("changes") and conveyor_settings.READ_ONLY:
+        try:
+            read_only = conveyor_settings.READ_ONLY  # every setting is read (and checked) here
+        except ValueError as exc:
+            # As the node refuses to start on it: one line, no traceback.
+            raise CommandError(one_line(f"invalid CONVEYOR setting: {exc}")) from None
+        if options.get("changes") and read_only:
             # The verb's parser's prog: "manage.py conveyor tasks cancel" (from the shell).
             words = options["verb_parser"].prog.split()
             command = " ".join(["conveyor", *words[words.index("conveyor") + 1 :]] if "conveyor" in words else words)
