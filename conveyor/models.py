@@ -314,6 +314,10 @@ class Node(models.Model):
     # Queues this node has dispatchers (and workers) for: other nodes wake
     # it through the channel layer only for these.
     queues = models.JSONField(default=list, blank=True)
+    # The key of the session advisory lock the node holds while it runs
+    # (PostgreSQL, conveyor/dispatch/liveness.py); null for a node that
+    # holds none (an earlier version), which is never rescued early.
+    liveness_key = models.IntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["started_at"]

@@ -23,6 +23,7 @@ from conveyor.broker.enqueue import EnqueueOps
 from conveyor.broker.groups import GroupOps
 from conveyor.broker.keys import KeyOps
 from conveyor.broker.lease import LeaseOps
+from conveyor.broker.nodes import NodeOps
 from conveyor.broker.outcomes import OutcomeOps
 from conveyor.broker.queues import QueueOps
 from conveyor.broker.registrations import RegistrationOps
@@ -55,6 +56,7 @@ __all__ = [
 class Broker(
     EnqueueOps,
     LeaseOps,
+    NodeOps,
     CrashOps,
     OutcomeOps,
     SweepOps,

@@ -24,6 +24,7 @@ from conveyor.conf import conveyor_settings
 from conveyor.dispatch.batching import AckBatcher, EventBus, Resolver, Waker
 from conveyor.dispatch.dispatcher import QueueDispatcher
 from conveyor.dispatch.executor import DatabaseExecutor
+from conveyor.dispatch.liveness import Liveness
 from conveyor.dispatch.loop_lease import LoopLeaser
 from conveyor.dispatch.offers import OfferBook
 from conveyor.ids import random_token
@@ -114,6 +115,9 @@ class Node:
         on_loop = self.broker.store.has_offers  # (PostgreSQL)
         self.leaser = LoopLeaser(self.broker, conveyor_settings.DB_THREADS) if on_loop else None
         self.offers = OfferBook(self) if on_loop else None
+        # A lock PostgreSQL frees when this process dies: survivors then
+        # rescue its leases at once (conveyor.dispatch.liveness).
+        self.liveness = Liveness(self) if on_loop and self.broker.store.has_liveness else None
         self.layer: Any = get_channel_layer()
         self.shared_layer = not isinstance(self.layer, InMemoryChannelLayer)
         self.dispatchers: dict[str, QueueDispatcher] = {}
@@ -177,6 +181,8 @@ class Node:
         self._loop_thread = threading.get_ident()
         _current = self
         set_broker(self.broker)
+        if self.liveness is not None:
+            await self.liveness.start()  # before the row: a listed node holds its lock
         await self.db.run(
             cluster.register_node, self.id, self.host, self.port, os.getpid(), __version__, datetime.now(UTC)
         )
@@ -219,6 +225,8 @@ class Node:
             await asyncio.wait_for(self.db.run(cluster.remove_node, self.id), 5)
         except Exception:
             logger.warning("could not remove node row", exc_info=True)
+        if self.liveness is not None:
+            await self.liveness.close()
         for task in list(self._tasks):
             task.cancel()
         if self.leaser is not None:

@@ -131,6 +131,8 @@ class Store(Protocol):
     one_insert_in_autocommit: ClassVar[bool]
     # Nodes lend idle credit (conveyor_offer rows) that an INSERT can take.
     has_offers: ClassVar[bool]
+    # Nodes hold a liveness lock the others can see (``dead_nodes``).
+    has_liveness: ClassVar[bool]
 
     def insert_tasks(self, tasks: Sequence[Task]) -> None:
         """INSERT new task rows (in the caller's transaction, if any)."""
@@ -177,6 +179,19 @@ class Store(Protocol):
 
     def purge(self, now: datetime, cutoff: datetime, limit: int) -> int:
         """Delete purgeable finished rows no unresolved edge points at; return how many."""
+
+    # -- node death (docs/architecture.md, "Node death") -----------------------------
+
+    def dead_nodes(self, alive: str) -> list[str]:
+        """The nodes of the cluster table, *alive* (the caller's) aside, that
+        recorded a liveness key and whose liveness lock nobody holds."""
+
+    def withdraw_offers_of(self, holder: str) -> int:
+        """Delete the open offers of node *holder*; return how many (one
+        being taken is waited for: its task is then stored, leased)."""
+
+    def leases_held_by(self, holder: str) -> list[tuple[str, str]]:
+        """(id, lease id) of every active row leased to node *holder*."""
 
     def matching(self, rows: Any, payload: Sequence[tuple[tuple[str, ...], Any]], metadata: dict[str, str],
                  contains: str) -> Any:  # fmt: skip

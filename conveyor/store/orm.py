@@ -15,7 +15,7 @@ from django.db import transaction
 from django.db.models import Case, Count, Value, When
 
 from conveyor import sealing
-from conveyor.models import CronEntry, Task
+from conveyor.models import CronEntry, Offer, Task
 from conveyor.states import State
 from conveyor.store.base import Resealed
 
@@ -30,6 +30,16 @@ class OrmTransitions:
     @property
     def tasks(self) -> Any:
         return Task.objects.db_manager(self.alias)
+
+    def withdraw_offers_of(self, holder: str) -> int:
+        """Delete node *holder*'s open offers (a DELETE waits for the INSERT
+        taking one to commit: that task is stored by then)."""
+        return int(Offer.objects.using(self.alias).filter(holder=holder).delete()[0])
+
+    def leases_held_by(self, holder: str) -> list[tuple[str, str]]:
+        """(id, lease id) of the active rows leased to node *holder*."""
+        rows = self.tasks.filter(state=State.ACTIVE, lease_holder=holder).order_by("id")
+        return [(task_id, lease_id or "") for task_id, lease_id in rows.values_list("id", "lease_id")]
 
     def lock_leased(self, task_id: str, lease_id: str) -> Task | None:
         """The active row under this lease, locked for the caller's transaction; None if the lease is lost."""

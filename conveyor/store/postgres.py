@@ -127,6 +127,7 @@ class PostgresStore(OrmTransitions):
     vendor = "postgresql"
     one_insert_in_autocommit = True
     has_offers = True
+    has_liveness = True
 
     def __init__(self, alias: str) -> None:
         self.alias = alias
@@ -284,6 +285,22 @@ class PostgresStore(OrmTransitions):
     ) -> list[OutcomeRow]:
         rows = await self.arun(conn, complete_sql(by_key=True), complete_params(wanted, now, retention))
         return outcome_rows(rows, now)
+
+    # -- node death (docs/architecture.md, "Node death") ---------------------------------
+
+    @staticmethod
+    async def ahold_liveness(conn: psycopg.AsyncConnection[Any], namespace: int, key: int) -> bool:
+        """Hold the liveness lock (*namespace*, *key*) on *conn*, taking it if
+        this session does not hold it yet; whether it holds it now."""
+        params = {"namespace": namespace, "key": key}
+        rows = await PostgresStore.arun(conn, sql.statement("hold_liveness"), params)
+        return bool(rows[0][0])
+
+    def dead_nodes(self, alive: str) -> list[str]:
+        from conveyor.cluster import LIVENESS_NAMESPACE
+
+        params = {"namespace": LIVENESS_NAMESPACE, "alive": alive}
+        return [row[0] for row in self.run(sql.statement("dead_nodes"), params, prepare=False)]
 
     # -- sweeps ----------------------------------------------------------------------------
 

@@ -114,6 +114,33 @@ WITH doomed AS MATERIALIZED (
 unlinked AS (DELETE FROM conveyor_taskdependency WHERE task_id IN (SELECT id FROM doomed))
 DELETE FROM conveyor_task WHERE id IN (SELECT id FROM doomed)
 
+-- name: hold_liveness
+-- A node's liveness lock (docs/architecture.md, "Node death") on its own
+-- connection: taken if this session does not hold it yet (CASE evaluates
+-- the lock only then: session locks stack, and a check every half second
+-- must not pile them up). True while this session holds it.
+SELECT CASE WHEN EXISTS (
+    SELECT 1 FROM pg_locks
+    WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted AND objsubid = 2
+      AND classid = %(namespace)s::int::oid AND objid = %(key)s::int::oid
+      AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))
+  THEN true ELSE pg_try_advisory_lock(%(namespace)s::int, %(key)s::int) END
+
+-- name: dead_nodes
+-- Nodes whose liveness lock nobody holds: PostgreSQL frees a session's
+-- locks when the session ends, at once when the node's process dies. The
+-- caller's own node is left out (its lock connection may be reconnecting),
+-- and so is a node that recorded no key (it never holds one). Advisory locks
+-- belong to a database: pg_locks lists every database's.
+SELECT n.id FROM conveyor_node AS n
+WHERE n.id <> %(alive)s AND n.liveness_key IS NOT NULL
+  AND NOT EXISTS (
+      SELECT 1 FROM pg_locks AS l
+      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+        AND l.classid = %(namespace)s::int::oid AND l.objid = n.liveness_key::oid
+        AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))
+ORDER BY n.id
+
 -- name: lock_group
 -- Two leasers racing with SKIP LOCKED could each lock part of a group as they
 -- scan; a transaction lock on the group makes one take the whole group.

@@ -42,6 +42,7 @@ class SealingStore:
         self.vendor = inner.vendor
         self.one_insert_in_autocommit = inner.one_insert_in_autocommit
         self.has_offers = inner.has_offers
+        self.has_liveness = inner.has_liveness
 
     # -- enqueue: the payload and an error text (a task born canceled) ---------------
 
@@ -133,6 +134,20 @@ class SealingStore:
 
     def purge(self, now: datetime, cutoff: datetime, limit: int) -> int:
         return self.inner.purge(now, cutoff, limit)
+
+    # -- node death: no payload, result or error text passes -------------------------------
+
+    def dead_nodes(self, alive: str) -> list[str]:
+        return self.inner.dead_nodes(alive)
+
+    def withdraw_offers_of(self, holder: str) -> int:
+        return self.inner.withdraw_offers_of(holder)
+
+    def leases_held_by(self, holder: str) -> list[tuple[str, str]]:
+        return self.inner.leases_held_by(holder)
+
+    async def ahold_liveness(self, conn: Any, namespace: int, key: int) -> bool:
+        return await self.inner.ahold_liveness(conn, namespace, key)  # type: ignore[attr-defined,no-any-return]
 
     def key_ids(self, task_ids: Sequence[str]) -> dict[str, str | None]:
         return self.inner.key_ids(task_ids)

@@ -30,6 +30,7 @@ class SqliteStore(OrmTransitions):
     vendor = "sqlite"
     one_insert_in_autocommit = False
     has_offers = False
+    has_liveness = False  # one embedded node: no other node to outlive it
 
     def __init__(self, alias: str) -> None:
         self.alias = alias
@@ -152,6 +153,9 @@ class SqliteStore(OrmTransitions):
         )
 
     # -- sweeps ----------------------------------------------------------------------------
+
+    def dead_nodes(self, alive: str) -> list[str]:
+        return []  # the embedded node is the only one
 
     def purge(self, now: datetime, cutoff: datetime, limit: int) -> int:
         from django.db.models import Q

@@ -28,4 +28,4 @@ def test_sweep_once_promotes_due_scheduled_tasks_and_reports_each_sweeper(broker
 def test_sweep_once_json_prints_one_object_per_sweeper():
     lines = run("--json", "sweep", "--once").lines()
 
-    assert sorted(json.loads(line)["sweeper"] for line in lines) == ["bulk", "groups", "reaper", "scheduler"]
+    assert sorted(json.loads(line)["sweeper"] for line in lines) == ["bulk", "groups", "reaper", "rescuer", "scheduler"]

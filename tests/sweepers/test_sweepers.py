@@ -16,7 +16,7 @@ from conveyor.conf import conveyor_settings
 from conveyor.models import Task
 from conveyor.notify.hooks import BrokerHooks
 from conveyor.states import State
-from conveyor.sweepers import SWEEPERS, BulkSweeper, GroupSweeper, Reaper, Scheduler
+from conveyor.sweepers import SWEEPERS, BulkSweeper, GroupSweeper, Reaper, Rescuer, Scheduler
 
 START = datetime(2026, 1, 1, tzinfo=UTC)  # the fake clock's start
 DAY = 86400
@@ -40,8 +40,15 @@ def cron_tasks(broker: Broker, entry_id: str) -> list[Task]:
     return [t for t in broker.tasks.order_by("id") if (t.metadata or {}).get("conveyor.cron") == entry_id]
 
 
-def test_the_four_sweepers_are_registered_by_name():
-    assert {"scheduler": Scheduler, "reaper": Reaper, "groups": GroupSweeper, "bulk": BulkSweeper} == SWEEPERS
+def test_the_five_sweepers_are_registered_by_name():
+    expected = {
+        "scheduler": Scheduler,
+        "reaper": Reaper,
+        "groups": GroupSweeper,
+        "bulk": BulkSweeper,
+        "rescuer": Rescuer,
+    }
+    assert expected == SWEEPERS
 
 
 def test_the_bulk_sweeper_finishes_a_job_across_passes(broker):

@@ -1,0 +1,38 @@
+"""Node death: the leases of a node PostgreSQL saw die, settled at once as a crash.
+
+A node that dies takes its workers' connections with it; nobody is left to
+settle the tasks it had delivered, or taken through its offers, and they
+would wait for their leases to expire. Each node holds a liveness lock
+while it runs (conveyor/dispatch/liveness.py) that PostgreSQL frees the
+moment the node's process is gone; the leader's rescuer
+(conveyor/sweepers/rescuer.py) finds it free and calls ``rescue_node``.
+
+The node's tasks are settled as one worker crash with all of them in
+flight (conveyor/broker/crashes.py): which worker held which is known only
+to the dead node. So a lone task is charged an attempt, several become
+suspects with their attempt not counted, and a suspect among them is
+charged. See docs/architecture.md, "Node death".
+"""
+
+from __future__ import annotations
+
+from conveyor.broker.crashes import CrashOps, CrashReport
+
+NODE_LOST = "node lost"
+
+
+class NodeOps(CrashOps):
+    def dead_nodes(self, alive: str = "") -> list[str]:
+        """The nodes, *alive* (the caller's own) aside, whose liveness lock is free
+        (always none on SQLite: one embedded node)."""
+        return self.store.dead_nodes(alive)
+
+    def rescue_node(self, node_id: str) -> CrashReport:
+        """Settle every lease of dead node *node_id* as one crash.
+
+        Its open offers go first: the DELETE waits for an INSERT taking one
+        to commit, and none can be taken after it, so the leases read next
+        are all the node will ever hold.
+        """
+        self.store.withdraw_offers_of(node_id)
+        return self.settle_crash(self.store.leases_held_by(node_id), error=NODE_LOST)

@@ -1,0 +1,47 @@
+"""Node death: a SIGKILLed node's tasks are delivered again before their leases would have expired.
+
+PostgreSQL + Redis, two real nodes. The node dies with a task delivered to
+its worker; PostgreSQL frees its liveness lock at once, the survivor's
+rescuer settles the task as a worker crash (docs/architecture.md, "Node
+death") and the survivor's worker runs it. The lease is long (300 s), so a
+task delivered again only by lease expiry could not finish within the
+test's wait.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.support import wait_for
+from tests.e2e.test_offers import open_offers, sql
+
+pytestmark = pytest.mark.parametrize("mode", ["cluster"])
+
+LEASE_TTL = 300
+
+
+def test_a_killed_nodes_task_runs_again_on_the_survivor_before_its_lease_would_have_expired(cluster, pg_database):
+    doomed = cluster.node(lease_ttl=LEASE_TTL, completed_retention=3600)
+    survivor = cluster.node(lease_ttl=LEASE_TTL, completed_retention=3600)
+    first = cluster.worker(doomed, concurrency=1)
+    first.wait_connected(doomed)
+    wait_for(lambda: open_offers(pg_database) == 1, 20, what="the idle worker's credit offered")
+
+    # The first attempt would run for an hour; the next one finishes at once.
+    task_id = survivor.enqueue(json={"sleep_first": 3600})["id"]
+    wait_for(lambda: any(e["event"] == "start" for e in first.events()), 20, what="the first attempt to start")
+    second = cluster.worker(survivor, concurrency=1)
+    second.wait_connected(survivor)
+    ((holder, expires),) = sql(
+        pg_database, "SELECT lease_holder, lease_expires_at FROM conveyor_task WHERE id = %s", task_id
+    )
+    assert f"-{doomed.pid}-" in holder  # leased through the node about to die
+
+    doomed.kill()
+
+    wait_for(lambda: survivor.task(task_id)["state"] == "completed", 60, what="the task to complete on the survivor")
+    ((retried, started_at),) = sql(pg_database, "SELECT retried, started_at FROM conveyor_task WHERE id = %s", task_id)
+    assert started_at < expires  # delivered again while its first lease still ran
+    assert retried == 1  # one crash attempt: it was the only task in flight
+    runs = [e for e in second.events() if e["task"] == task_id]
+    assert [(e["event"], e["attempt"]) for e in runs] == [("start", 2), ("done", 2)]

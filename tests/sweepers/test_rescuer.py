@@ -1,0 +1,152 @@
+"""Node death: the rescuer settles a dead node's leases at once, as one crash (docs/architecture.md).
+
+A node is dead when its liveness lock (conveyor/dispatch/liveness.py) has
+been free for ``DEATH_CONFIRM``: PostgreSQL frees it when the node's
+session ends. Here locks are held on real sessions of the test database,
+and time moves only through the fake clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import psycopg
+import pytest
+from django.db import connections
+
+from conveyor import cluster
+from conveyor.broker.nodes import NODE_LOST
+from conveyor.models import Node, Offer
+from conveyor.states import State
+from conveyor.sweepers import Rescuer
+from tests.broker.factories import enqueue, reload
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def add_node(broker, node_id: str, *, keyed: bool = True) -> None:
+    key = cluster.liveness_key(node_id) if keyed else None
+    Node.objects.using(broker.db).create(id=node_id, host="h", started_at=NOW, seen_at=NOW, liveness_key=key)
+
+
+def lease_to(broker, node_id: str, n: int) -> list:
+    for _ in range(n):
+        enqueue(broker)
+    return broker.lease("default", n, holder=node_id).tasks
+
+
+def two_passes(broker, clock, rescuer: Rescuer) -> list[dict[str, int]]:
+    """A pass, then another once a free lock has been free for ``DEATH_CONFIRM``."""
+    first = rescuer.run_once()
+    clock.advance(cluster.DEATH_CONFIRM)
+    return [first, rescuer.run_once()]
+
+
+@pytest.fixture
+def postgres(broker) -> None:
+    if connections[broker.db].vendor != "postgresql":
+        pytest.skip("liveness locks are PostgreSQL's")
+
+
+@pytest.fixture
+def hold_lock(broker) -> Iterator:
+    """``hold_lock(node_id)``: hold that node's liveness lock on a session of its own."""
+    held = []
+
+    def hold(node_id: str) -> None:
+        params = connections[broker.db].get_connection_params()
+        params.pop("cursor_factory", None)
+        conn = psycopg.connect(**params, autocommit=True)
+        conn.execute("SELECT pg_advisory_lock(%s, %s)", [cluster.LIVENESS_NAMESPACE, cluster.liveness_key(node_id)])
+        held.append(conn)
+
+    yield hold
+    for conn in held:
+        conn.close()
+
+
+def test_a_dead_nodes_lone_task_is_charged_one_crash_attempt_once_its_lock_stays_free(broker, clock, postgres):
+    add_node(broker, "dead-node")
+    (task,) = lease_to(broker, "dead-node", 1)
+    rescuer = Rescuer(broker)
+
+    first, second = two_passes(broker, clock, rescuer)
+
+    assert first["nodes_rescued"] == 0  # free once: maybe a node reconnecting
+    assert second == {"nodes_rescued": 1, "charged": 1, "suspects": 0, "released": 0}
+    stored = reload(broker, task.id)
+    assert (stored.state, stored.retried, stored.last_error, stored.suspect) == (State.RETRY, 1, NODE_LOST, True)
+    assert not Node.objects.using(broker.db).filter(id="dead-node").exists()
+
+
+def test_a_dead_nodes_several_tasks_become_suspects_with_no_attempt_counted(broker, clock, postgres):
+    add_node(broker, "dead-node")
+    tasks = lease_to(broker, "dead-node", 3)
+
+    _, report = two_passes(broker, clock, Rescuer(broker))
+
+    assert report["suspects"] == 3
+    for task in tasks:
+        stored = reload(broker, task.id)
+        assert (stored.state, stored.retried, stored.suspect) == (State.RETRY, 0, True)
+        assert stored.last_error == f"{NODE_LOST} with 3 tasks in flight (attempt not counted)"
+
+
+def test_a_node_holding_its_lock_or_recording_no_key_is_not_rescued(broker, clock, postgres, hold_lock):
+    add_node(broker, "slow-node")
+    hold_lock("slow-node")  # alive, however slow: its session holds the lock
+    add_node(broker, "old-node", keyed=False)  # holds no lock at all (an earlier version)
+    kept = lease_to(broker, "slow-node", 1) + lease_to(broker, "old-node", 1)
+    rescuer = Rescuer(broker)
+
+    reports = [*two_passes(broker, clock, rescuer), rescuer.run_once()]
+
+    assert [r["nodes_rescued"] for r in reports] == [0, 0, 0]
+    assert {reload(broker, t.id).state for t in kept} == {State.ACTIVE}
+    assert Node.objects.using(broker.db).count() == 2
+
+
+def test_the_rescuers_own_node_is_never_taken_for_dead(broker, clock, postgres):
+    add_node(broker, "me")  # its lock connection may be reconnecting
+    (task,) = lease_to(broker, "me", 1)
+
+    reports = two_passes(broker, clock, Rescuer(broker, node=type("N", (), {"id": "me"})()))
+
+    assert [r["nodes_rescued"] for r in reports] == [0, 0]
+    assert reload(broker, task.id).state == State.ACTIVE
+
+
+def test_a_lock_taken_again_before_the_confirmation_saves_the_node(broker, clock, postgres, hold_lock):
+    add_node(broker, "blip-node")
+    (task,) = lease_to(broker, "blip-node", 1)
+    rescuer = Rescuer(broker)
+    rescuer.run_once()  # free: its lock connection dropped a moment ago
+    hold_lock("blip-node")  # ... and it took the lock again
+    clock.advance(cluster.DEATH_CONFIRM)
+
+    assert rescuer.run_once()["nodes_rescued"] == 0
+    assert reload(broker, task.id).state == State.ACTIVE
+
+
+def test_rescuing_a_node_withdraws_its_offers_and_settles_its_leases_as_one_crash(broker, clock):
+    # The broker's part, on both databases (SQLite never finds a node dead).
+    Offer.objects.using(broker.db).create(queue="default", channel="c", lease_id="L.o0", holder="gone", expires_at=NOW)
+    Offer.objects.using(broker.db).create(queue="default", channel="c", lease_id="L.o1", holder="other", expires_at=NOW)
+    (task,) = lease_to(broker, "gone", 1)
+    (other,) = lease_to(broker, "other", 1)
+
+    report = broker.rescue_node("gone")
+
+    assert report.charged == [task.id]
+    assert list(Offer.objects.using(broker.db).values_list("holder", flat=True)) == ["other"]
+    assert reload(broker, other.id).state == State.ACTIVE
+
+
+def test_sqlite_finds_no_node_dead(broker, clock):
+    if connections[broker.db].vendor != "sqlite":
+        pytest.skip("the embedded database")
+    add_node(broker, "dead-node")
+    lease_to(broker, "dead-node", 1)
+
+    assert broker.dead_nodes("") == []
