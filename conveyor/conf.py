@@ -42,6 +42,8 @@ SPEC: dict[str, tuple[Any, str]] = {
     # Retention
     "COMPLETED_RETENTION": (0.0, "duration"),
     "ARCHIVE_RETENTION": (7 * DAY, "duration"),
+    # Attempt history: the last N attempts kept per task (0: none recorded)
+    "ATTEMPTS_KEPT": (25, "int"),
     # Groups
     "GROUP_MAX_SIZE": (100, "int"),
     "GROUP_MAX_DELAY": (60.0, "duration"),

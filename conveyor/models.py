@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from conveyor.sealing import CRON_PAYLOAD, TASK_COLUMNS, open_task, open_value
+from conveyor.sealing import CRON_PAYLOAD, TASK_COLUMNS, open_attempt, open_task, open_value
 from conveyor.states import INCOMPLETE, LEASABLE, WAITING, State
 
 STATE_CHOICES = [(s.value, s.value) for s in State]
@@ -173,6 +173,46 @@ class Task(models.Model):
         from the database (a new row, its values in plaintext): ``from_db``
         without the opening."""
         return super().from_db(db, None, values)  # type: ignore[no-any-return]
+
+
+class TaskAttempt(models.Model):
+    """One attempt of a task: who ran it, when, and how it ended (the last
+    ``ATTEMPTS_KEPT`` per task; deleted with its task by the database)."""
+
+    OUTCOMES = ("completed", "retry", "failed", "released", "crashed", "lease-expired")
+
+    # ON DELETE CASCADE in the database: the store purges tasks with plain
+    # DELETEs. No index of its own: the unique (task, number) one leads with it.
+    task = models.ForeignKey(Task, on_delete=models.DB_CASCADE, related_name="attempts", db_index=False)
+    # The attempt's place in the task's history (1 first); a release or a
+    # crash not charged is listed too, so it can run ahead of ``Task.attempt``.
+    number = models.PositiveIntegerField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField()
+    worker_session = models.CharField(max_length=200, blank=True, default="")
+    worker_labels = models.JSONField(default=dict, blank=True)
+    node = models.CharField(max_length=200, blank=True, default="")
+    outcome = models.CharField(max_length=16)
+    # The worker's error text (traceback included), sealed like the task's
+    # last_error under ``key_id`` (conveyor/sealing.py, ATTEMPT_ERROR).
+    error = models.TextField(blank=True, default="")
+    key_id = models.CharField(max_length=64, null=True, blank=True)
+
+    seal_error = ""
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["task", "number"], name="attempt_number_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.task_id} #{self.number} ({self.outcome})"
+
+    @classmethod
+    def from_db(cls, db, field_names, values, **kwargs):  # type: ignore[no-untyped-def]
+        """A row read through the ORM, its error text opened (conveyor/sealing.py)."""
+        attempt = super().from_db(db, field_names, values, **kwargs)
+        if attempt.__dict__.get("key_id") is not None and "error" in attempt.__dict__:
+            open_attempt(attempt)
+        return attempt
 
 
 class TaskDependency(models.Model):

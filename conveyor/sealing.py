@@ -38,6 +38,10 @@ TEXT_PREFIX = "sealed:"
 # The sealed columns of a task row, and the name each one's envelopes carry.
 TASK_COLUMNS = {"payload": "task.payload", "result": "task.result", "last_error": "task.last_error"}
 CRON_PAYLOAD = "cron.payload"
+# An attempt's error text (conveyor_taskattempt.error): sealed under the
+# attempt's key id, with its task's id as the row (an attempt's error does
+# not open as the task's last_error, nor as another task's).
+ATTEMPT_ERROR = "attempt.error"
 
 
 @functools.lru_cache(maxsize=4)
@@ -163,6 +167,15 @@ def open_task(task: Any, loaded: Any = None) -> None:
         task.seal_error = exc.message
         for name in names:
             setattr(task, name, {"payload": b"", "result": None, "last_error": ""}[name])
+
+
+def open_attempt(attempt: Any) -> None:
+    """Open an attempt's error text in place; one that cannot be opened here
+    reads empty, its ``seal_error`` saying why."""
+    try:
+        attempt.error = open_text(attempt.key_id, attempt.error, ATTEMPT_ERROR, attempt.task_id)
+    except KeyUnavailable as exc:
+        attempt.seal_error, attempt.error = exc.message, ""
 
 
 def end_to_end_key_id(payload: bytes | None, metadata: dict[str, str] | None) -> str | None:

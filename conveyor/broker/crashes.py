@@ -32,9 +32,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from conveyor.backoff import backoff_delay
+from conveyor.broker.attempts import record_attempts
 from conveyor.broker.outcomes import OutcomeOps, clip_error, retry_policy_of
 from conveyor.models import Task
 from conveyor.states import State
+from conveyor.store import Runner
 
 WORKER_LOST = "worker connection lost"
 # A suspect that no worker could take at once (each held a suspect) is due
@@ -62,14 +64,20 @@ def charged_rows(rows: Sequence[Task], in_flight: int) -> list[Task]:
 
 class CrashOps(OutcomeOps):
     def settle_crash(
-        self, refs: Sequence[tuple[str, str]], error: str = WORKER_LOST, idle: Sequence[tuple[str, str]] = ()
+        self,
+        refs: Sequence[tuple[str, str]],
+        error: str = WORKER_LOST,
+        idle: Sequence[tuple[str, str]] = (),
+        by: Runner | None = None,
     ) -> CrashReport:
         """A worker's connection dropped with *refs* (task id, lease id) in flight: attribute it.
 
         *refs* are every task the worker had started, so that the count is
         the worker's even when some lease was lost meanwhile; *idle* are the
         tasks it held without starting them (its prefetch window): released,
-        in the same transaction, never suspects.
+        in the same transaction, never suspects. Each started task's attempt
+        is recorded as ``crashed`` (*by*: the worker), whatever it is charged;
+        the idle ones never started, and record none.
         """
         report = CrashReport()
         if not refs and not idle:
@@ -81,10 +89,11 @@ class CrashOps(OutcomeOps):
             report.released = [r.id for r in waiting]
             rows = self.store.lock_active(dict(refs)) if refs else []
             charged = charged_rows(rows, len(refs))
+            record_attempts(self.store, [r for r in rows if r not in charged], "crashed", now, by, error)
             if charged:
                 for row in charged:
                     row.suspect = True
-                    self._settle_row(row, error, now, fields=("last_error", "suspect"))
+                    self._settle_row(row, error, now, fields=("last_error", "suspect"), by=by, outcome="crashed")
                 rest = [r for r in rows if r not in charged]
                 self._release_rows(rest, now)
                 report.charged = [r.id for r in charged]

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from conveyor.backoff import RetryPolicy, backoff_delay
+from conveyor.broker.attempts import record_attempts
 from conveyor.broker.base import BrokerBase, Then, run_now
 from conveyor.broker.validation import check_seconds, check_time, scrub_text
 from conveyor.conf import conveyor_settings
@@ -19,10 +20,12 @@ from conveyor.exceptions import InvalidArgument, LeaseLost
 from conveyor.models import Task
 from conveyor.sealing import ServerText
 from conveyor.states import State
-from conveyor.store import KEY_UNKNOWN, OutcomeRow, Wanted
+from conveyor.store import KEY_UNKNOWN, OutcomeRow, Runner, Wanted
 
 CANCELED_WHILE_RUNNING = "canceled while running"
 MAX_ERROR_LENGTH = 4000
+# An ack's item: (the leased task, its result) or (task, result, who ran it).
+AckItem = tuple[Any, ...]
 
 
 def clip_error(error: str, prefix: str = "") -> str:
@@ -72,19 +75,22 @@ class OutcomeOps(BrokerBase):
             raise LeaseLost(task_id, lease_id)
         return self.tasks.get(id=task_id)
 
-    def ack_many(self, items: Sequence[tuple[Any, bytes | None]]) -> list[str]:
+    def ack_many(self, items: Sequence[AckItem]) -> list[str]:
         """Complete many leased tasks in one transaction; return the ids whose lease was lost.
 
         *items* are the leased rows as the caller holds them (their id and
-        lease id are matched against the stored row) with an optional result.
+        lease id are matched against the stored row) with an optional result,
+        and optionally who ran it (a ``Runner``: its attempt names it).
         """
         if not items:
             return []
         now = self.now()
-        won = self.store.complete_many(_wanted(items), now, conveyor_settings.COMPLETED_RETENTION)
+        won = self.store.complete_many(
+            _wanted(items), now, conveyor_settings.COMPLETED_RETENTION, conveyor_settings.ATTEMPTS_KEPT, _runners(items)
+        )
         return self._after_ack(items, won, now, self.after_commit)
 
-    async def ack_on(self, conn: Any, items: Sequence[tuple[Task, bytes | None]]) -> list[str]:
+    async def ack_on(self, conn: Any, items: Sequence[AckItem]) -> list[str]:
         """``ack_many`` through a psycopg ``AsyncConnection`` (autocommit, PostgreSQL), on the event loop.
 
         The same one statement, committed durably by itself; what follows a
@@ -93,31 +99,37 @@ class OutcomeOps(BrokerBase):
         if not items:
             return []
         now = self.now()
-        won = await self.store.acomplete_many(conn, _wanted(items), now, conveyor_settings.COMPLETED_RETENTION)
+        won = await self.store.acomplete_many(  # type: ignore[attr-defined]
+            conn,
+            _wanted(items),
+            now,
+            conveyor_settings.COMPLETED_RETENTION,
+            conveyor_settings.ATTEMPTS_KEPT,
+            _runners(items),
+        )
         return self._after_ack(items, won, now, run_now)
 
-    def _after_ack(
-        self, items: Sequence[tuple[Task, bytes | None]], won: list[OutcomeRow], now: datetime, then: Then
-    ) -> list[str]:
+    def _after_ack(self, items: Sequence[AckItem], won: list[OutcomeRow], now: datetime, then: Then) -> list[str]:
         """Dependents, wakes and events of the completed rows (each scheduled by
         *then*); mark the caller's tasks; return the ids whose lease was lost."""
         won_ids = {r.id for r in won}
-        for task, _ in items:
+        for task, *_ in items:
             if task.id in won_ids:
                 task.state, task.finished_at = State.COMPLETED, now
         self.resolve_after_commit([r.id for r in won if r.has_dependents], then=then)
         self.wake_after_commit({r.queue for r in won if r.concurrency_key}, then=then)
         self.emit("completed", won, now, then=then)
-        return [task.id for task, _ in items if task.id not in won_ids]
+        return [task.id for task, *_ in items if task.id not in won_ids]
 
     # -- failure -------------------------------------------------------------
 
-    def fail(self, task_id: str, lease_id: str, retry_at: datetime, error: str) -> Task:
+    def fail(self, task_id: str, lease_id: str, retry_at: datetime, error: str, by: Runner | None = None) -> Task:
         """Send a leased task back to ``retry``, due at *retry_at*."""
         check_time(retry_at, "retry_at")
         now = self.now()
         with self.atomic():
             row = self._leased_row(task_id, lease_id)
+            record_attempts(self.store, [row], "failed" if row.cancel_requested else "retry", now, by, error)
             if row.cancel_requested:
                 # An operator canceled the running attempt: it ends archived.
                 row.last_error = _canceled_error(error)
@@ -135,17 +147,25 @@ class OutcomeOps(BrokerBase):
         self.wake_after_commit([row.queue], None if retry_at <= now else retry_at)
         self.emit("retried", [row], now)
 
-    def archive_leased(self, task_id: str, lease_id: str, error: str = "") -> Task:
+    def archive_leased(self, task_id: str, lease_id: str, error: str = "", by: Runner | None = None) -> Task:
         """Dead-letter a leased task (skip retry)."""
         now = self.now()
         with self.atomic():
             row = self._leased_row(task_id, lease_id)
+            record_attempts(self.store, [row], "failed", now, by, error)
             row.last_error = clip_error(error)
             self._finish(row, State.ARCHIVED, now, "archived", ["last_error"])
         return row
 
     def settle_failure(
-        self, task_id: str, lease_id: str, error: str, *, skip_retry: bool = False, delay: float | None = None
+        self,
+        task_id: str,
+        lease_id: str,
+        error: str,
+        *,
+        skip_retry: bool = False,
+        delay: float | None = None,
+        by: Runner | None = None,
     ) -> Task:
         """Decide retry or archive for a failed attempt, and apply it.
 
@@ -159,7 +179,7 @@ class OutcomeOps(BrokerBase):
         now = self.now()
         with self.atomic():
             row = self._leased_row(task_id, lease_id)
-            self._settle_row(row, error, now, skip_retry=skip_retry, delay=delay)
+            self._settle_row(row, error, now, skip_retry=skip_retry, delay=delay, by=by)
         return row
 
     def _settle_row(
@@ -171,8 +191,16 @@ class OutcomeOps(BrokerBase):
         skip_retry: bool = False,
         delay: float | None = None,
         fields: Sequence[str] = ("last_error",),
+        by: Runner | None = None,
+        outcome: str | None = None,
     ) -> None:
-        """``settle_failure`` of a row locked by the caller; an archive writes *fields* too."""
+        """``settle_failure`` of a row locked by the caller; an archive writes
+        *fields* too. Its attempt is recorded as *outcome* (default: ``retry``
+        or ``failed``, as the row goes)."""
+        goes_on = not (row.cancel_requested or skip_retry or row.retried >= row.max_retry) and not (
+            row.deadline is not None and row.deadline <= now
+        )
+        record_attempts(self.store, [row], outcome or ("retry" if goes_on else "failed"), now, by, error)
         if row.cancel_requested:
             row.last_error = _canceled_error(error)
         elif skip_retry:
@@ -189,20 +217,26 @@ class OutcomeOps(BrokerBase):
 
     # -- release -------------------------------------------------------------
 
-    def release(self, task_id: str, lease_id: str) -> Task:
+    def release(self, task_id: str, lease_id: str, by: Runner | None = None) -> Task:
         """Give a leased task back: ``pending``, due now, no retry spent."""
-        lost = self.release_many([(task_id, lease_id)])
+        lost = self.release_many([(task_id, lease_id)], by=by)
         if lost:
             raise LeaseLost(task_id, lease_id)
         return self.tasks.get(id=task_id)
 
-    def release_many(self, refs: Sequence[tuple[str, str]]) -> list[str]:
-        """Release many leases; return the task ids whose lease was lost."""
+    def release_many(self, refs: Sequence[tuple[str, str]], by: Runner | None = None) -> list[str]:
+        """Release many leases; return the task ids whose lease was lost.
+
+        *by*: the worker that held them, each of whose attempts ends
+        ``released``; None: tasks never delivered (no attempt is recorded).
+        """
         if not refs:
             return []
         now = self.now()
         with self.atomic():
             rows = self.store.lock_active(dict(refs))
+            if by is not None:
+                record_attempts(self.store, rows, "released", now, by)
             self._release_rows(rows, now)
         found = {r.id for r in rows}
         return [tid for tid, _ in refs if tid not in found]
@@ -266,13 +300,18 @@ class LeaseRef:
     key_id: str | None = KEY_UNKNOWN  # (the store reads the row's, for a result)
 
 
-def _wanted(items: Sequence[tuple[Any, bytes | None]]) -> Wanted:
+def _wanted(items: Sequence[AckItem]) -> Wanted:
     """id -> (lease id, result, key id); a task given twice keeps its first result.
 
     The key id is the row's as the task was leased (it cannot change under a
     lease: re-sealing passes over active rows), or ``KEY_UNKNOWN``.
     """
     wanted: Wanted = {}
-    for task, result in items:
+    for task, result, *_ in items:
         wanted.setdefault(task.id, (task.lease_id, result, getattr(task, "key_id", KEY_UNKNOWN)))
     return wanted
+
+
+def _runners(items: Sequence[AckItem]) -> dict[str, Runner]:
+    """id -> who ran it, for the items that say (the store takes ``NOBODY`` for the rest)."""
+    return {item[0].id: item[2] for item in items if len(item) > 2 and item[2] is not None}

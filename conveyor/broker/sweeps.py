@@ -6,12 +6,14 @@ from datetime import timedelta
 
 from django.db.models import Count, F
 
+from conveyor.broker.attempts import record_attempts
 from conveyor.broker.base import BrokerBase
 from conveyor.broker.outcomes import CANCELED_WHILE_RUNNING
 from conveyor.broker.types import SweepReport
 from conveyor.conf import conveyor_settings
 from conveyor.models import Offer, TaskDependency
 from conveyor.states import LEASABLE, TERMINAL, WAITING, State
+from conveyor.store import NOBODY
 
 PASS_LIMIT = 1000
 LEASE_EXPIRED = "lease expired"
@@ -29,6 +31,7 @@ class SweepOps(BrokerBase):
                 .filter(state__is=State.ACTIVE, lease_expires_at__lte=now)
                 .order_by("lease_expires_at")[:PASS_LIMIT]
             )
+            record_attempts(self.store, rows, "lease-expired", now, NOBODY, LEASE_EXPIRED)
             retry = [r for r in rows if not r.cancel_requested and r.retried < r.max_retry]
             archive = [r for r in rows if r not in retry]
             if retry:

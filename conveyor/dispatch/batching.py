@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from conveyor.dispatch.node import Node
     from conveyor.events import Event
     from conveyor.models import Task
+    from conveyor.store import Runner
 
 logger = logging.getLogger("conveyor.dispatch")
 
@@ -34,13 +35,13 @@ class AckBatcher:
 
     def __init__(self, node: Node) -> None:
         self.node = node
-        self.pending: list[tuple[Task, bytes | None]] = []
+        self.pending: list[tuple[Task, bytes | None, Runner]] = []
         self.flushing = 0
         self._scheduled = False
         self.committed = 0
 
-    def submit(self, task: Task, result: bytes | None) -> None:
-        self.pending.append((task, result))
+    def submit(self, task: Task, result: bytes | None, by: Runner) -> None:
+        self.pending.append((task, result, by))
         if not self._scheduled:
             self._scheduled = True
             self.node.loop.call_soon(self._flush)
@@ -52,7 +53,7 @@ class AckBatcher:
             self.flushing += 1
             self.node.spawn(self._commit(batch))
 
-    async def _commit(self, batch: list[tuple[Task, bytes | None]]) -> None:
+    async def _commit(self, batch: list[tuple[Task, bytes | None, Runner]]) -> None:
         try:
             for attempt, pause in enumerate((*ACK_RETRIES, None)):
                 try:
@@ -74,7 +75,7 @@ class AckBatcher:
             if self.pending:
                 self._flush()
 
-    def _ack(self, batch: list[tuple[Task, bytes | None]]) -> Any:
+    def _ack(self, batch: list[tuple[Task, bytes | None, Runner]]) -> Any:
         """On the node's own connections from the loop where leases go; else in a database thread."""
         if self.node.leaser is not None:
             return self.node.leaser.ack(batch)

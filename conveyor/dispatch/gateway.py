@@ -25,6 +25,7 @@ from conveyor.dispatch.breaker import TypeBreaker
 from conveyor.exceptions import LeaseLost
 from conveyor.sdk import protocol as p
 from conveyor.sealing import ServerText
+from conveyor.store import Runner
 
 if TYPE_CHECKING:
     from conveyor.dispatch.node import Node
@@ -106,6 +107,12 @@ class Gateway:
         self.attached = False
         self.connected_at = datetime.now()
         self._resolved: asyncio.Event | None = None  # set by a resolution while a drain waits
+        self.labels: dict[str, Any] = {}
+
+    @property
+    def runner(self) -> Runner:
+        """Who runs what this gateway holds, as its attempts name it."""
+        return Runner(self.key, self.labels, self.node.id)
 
     # -- registration ------------------------------------------------------------
 
@@ -209,14 +216,19 @@ class Gateway:
         self._note_resolved()
         task, node = record.task, self.node
         if outcome == p.SUCCESS:
-            node.acks.submit(task, encode_result(result))
+            node.acks.submit(task, encode_result(result), self.runner)
         elif outcome == p.RELEASED:
-            node.spawn(self._apply(node.broker.release_many, [(task.id, task.lease_id or "")]))
+            node.spawn(self._apply(node.broker.release_many, [(task.id, task.lease_id or "")], by=self.runner))
         else:
             error = error or "task failed"
             node.spawn(
                 self._apply(
-                    node.broker.settle_failure, task.id, task.lease_id or "", error, skip_retry=outcome == p.SKIP_RETRY
+                    node.broker.settle_failure,
+                    task.id,
+                    task.lease_id or "",
+                    error,
+                    skip_retry=outcome == p.SKIP_RETRY,
+                    by=self.runner,
                 )
             )
         now = time.monotonic()
@@ -336,7 +348,7 @@ class Gateway:
         """Graceful end: every task still in flight goes back, no retry spent."""
         refs = self._take_all()
         if refs:
-            await self.node.db.run(self.node.broker.release_many, refs)
+            await self.node.db.run(self.node.broker.release_many, refs, by=self.runner)
 
     async def crashed(self) -> None:
         """Abrupt end (the worker's connection dropped): crash attribution
@@ -347,7 +359,7 @@ class Gateway:
         if refs:
             started = [ref for ref in refs if ref[0] not in idle]
             waiting = [ref for ref in refs if ref[0] in idle]
-            await self.node.db.run(self.node.broker.settle_crash, started, idle=waiting)
+            await self.node.db.run(self.node.broker.settle_crash, started, idle=waiting, by=self.runner)
 
     def holds_suspect(self) -> bool:
         """Whether a suspect of an earlier crash is in flight here (the dispatcher sends no second one)."""

@@ -111,7 +111,7 @@ class LoopLeaser:
         """Lease like ``Broker.lease``; None when the queue needs the locked path."""
         return await self.run(lambda conn: self.broker.lease_on(conn, queue, n, holder))
 
-    async def ack(self, items: Sequence[tuple[Task, bytes | None]]) -> list[str]:
+    async def ack(self, items: Sequence[tuple[Any, ...]]) -> list[str]:
         """Complete leased tasks like ``Broker.ack_many``; the ids whose lease was lost.
 
         Acks take the connections enqueues may take (at most *size* - 1),

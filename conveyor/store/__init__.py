@@ -10,9 +10,32 @@ from __future__ import annotations
 
 from django.db import connections
 
-from conveyor.store.base import KEY_UNKNOWN, OUTCOME_COLUMNS, OutcomeRow, Store, Wanted, cell, task_columns
+from conveyor.store.base import (
+    KEY_UNKNOWN,
+    NOBODY,
+    OUTCOME_COLUMNS,
+    Attempt,
+    OutcomeRow,
+    Runner,
+    Store,
+    Wanted,
+    cell,
+    task_columns,
+)
 
-__all__ = ["KEY_UNKNOWN", "OUTCOME_COLUMNS", "OutcomeRow", "Store", "Wanted", "cell", "store_for", "task_columns"]
+__all__ = [
+    "KEY_UNKNOWN",
+    "NOBODY",
+    "OUTCOME_COLUMNS",
+    "Attempt",
+    "OutcomeRow",
+    "Runner",
+    "Store",
+    "Wanted",
+    "cell",
+    "store_for",
+    "task_columns",
+]
 
 _stores: dict[str, Store] = {}
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Protocol
 
@@ -51,6 +51,33 @@ class OutcomeRow:
     concurrency_key: str | None
     key_id: str | None = None
     finished_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Runner:
+    """Who ran an attempt: the worker session (a webhook gateway's key for a
+    webhook delivery), its labels, and the node it was connected to."""
+
+    session: str = ""
+    labels: dict[str, Any] = field(default_factory=dict)
+    node: str = ""
+
+
+NOBODY = Runner()  # an outcome from no known worker (the reaper, a callback)
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One attempt to record (``Store.record_attempts``): its number is the
+    store's to give (the next of its task), its error is sealed under
+    *key_id* like the task's last_error."""
+
+    task_id: str
+    started_at: datetime | None
+    outcome: str  # one of TaskAttempt.OUTCOMES
+    error: str = ""
+    by: Runner = NOBODY
+    key_id: str | None = None
 
 
 # The columns a lease returns, in order (the broker's ``LeasedTask``).
@@ -153,8 +180,18 @@ class Store(Protocol):
     def lock_group(self, namespace: int, key: int) -> None:
         """Serialize leasers of one group for the rest of the transaction."""
 
-    def complete_many(self, wanted: Wanted, now: datetime, retention: float) -> list[OutcomeRow]:
-        """Complete the rows still active under their own lease; return the winners."""
+    def complete_many(
+        self, wanted: Wanted, now: datetime, retention: float, kept: int, by: dict[str, Runner]
+    ) -> list[OutcomeRow]:
+        """Complete the rows still active under their own lease; return the
+        winners. Each winner's attempt is recorded in the same statement or
+        transaction (outcome ``completed``, its runner from *by*, else
+        ``NOBODY``), keeping its task's last *kept* (0: none recorded)."""
+
+    def record_attempts(self, attempts: Sequence[Attempt], now: datetime, kept: int) -> None:
+        """Record attempts that ended at *now* (one per task), in the caller's
+        transaction, each numbered after its task's last; keep each task's
+        last *kept* (0: record none)."""
 
     def lock_leased(self, task_id: str, lease_id: str) -> Task | None:
         """The active row under this lease, locked; None if the lease is lost."""

@@ -7,17 +7,19 @@ which transition a row takes; these only write it.
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Case, Count, Value, When
+from django.db.models import Case, Count, Max, Q, Value, When
 
 from conveyor import sealing
-from conveyor.models import CronEntry, Offer, Task
+from conveyor.models import CronEntry, Offer, Task, TaskAttempt
 from conveyor.states import State
-from conveyor.store.base import Resealed
+from conveyor.store.base import Attempt, Resealed
 
 # Columns every terminal transition writes, besides its own.
 FINISHED = ["state", "finished_at", "updated_at", "lease_expires_at"]
@@ -74,6 +76,33 @@ class OrmTransitions:
         if scope.filter(lease_id=own_lease).update(lease_expires_at=expires) == len(wanted):
             return set(wanted)
         return {tid for tid, lid in scope.values_list("id", "lease_id") if wanted[tid] == lid}
+
+    def record_attempts(self, attempts: Sequence[Attempt], now: datetime, kept: int) -> None:
+        """Record attempts in the caller's transaction: their numbers (one
+        read), the rows (one INSERT), and the trim when a task passed *kept*."""
+        if kept <= 0 or not attempts:
+            return
+        rows = TaskAttempt.objects.db_manager(self.alias)
+        last = dict(
+            rows.filter(task_id__in={a.task_id for a in attempts})
+            .values_list("task_id")
+            .annotate(n=Max("number"))
+            .order_by()
+        )
+        made = []
+        for a in attempts:
+            last[a.task_id] = number = last.get(a.task_id, 0) + 1
+            made.append(
+                TaskAttempt(
+                    task_id=a.task_id, number=number, started_at=a.started_at, finished_at=now,
+                    worker_session=a.by.session, worker_labels=a.by.labels, node=a.by.node,
+                    outcome=a.outcome, error=a.error, key_id=a.key_id,
+                )
+            )  # fmt: skip
+        rows.bulk_create(made)
+        old = [Q(task_id=task_id, number__lte=n - kept) for task_id, n in last.items() if n > kept]
+        if old:
+            rows.filter(functools.reduce(operator.or_, old)).delete()
 
     def set_progress(self, task_id: str, lease_id: str, percent: int, message: str) -> bool:
         """Record progress of a leased task; whether the lease still held."""

@@ -28,7 +28,17 @@ from django.db import connections, models
 from conveyor.conf import conveyor_settings
 from conveyor.models import Task
 from conveyor.store import sql
-from conveyor.store.base import LEASED_FIELDS, OUTCOME_COLUMNS, OutcomeRow, Wanted, cell, task_columns
+from conveyor.store.base import (
+    LEASED_FIELDS,
+    NOBODY,
+    OUTCOME_COLUMNS,
+    Attempt,
+    OutcomeRow,
+    Runner,
+    Wanted,
+    cell,
+    task_columns,
+)
 from conveyor.store.orm import OrmTransitions
 
 # psycopg prepares a statement only when a connection allows it; Django's
@@ -69,6 +79,7 @@ def _columns() -> dict[str, str]:
         "leased_t": ", ".join(f't."{c}"' for c in leased),
         "leased_l": ", ".join(f'leased."{c}"' for c in leased),
         "outcome_t": ", ".join(f"t.{c}" for c in OUTCOME_COLUMNS),
+        "outcome": ", ".join(OUTCOME_COLUMNS),
     }
 
 
@@ -93,6 +104,7 @@ def complete_sql(*, by_key: bool) -> str:
         "complete_many",
         complete_match=sql.fragment("complete_match_by_key" if by_key else "complete_match_plain"),
         outcome_t=_columns()["outcome_t"],
+        outcome=_columns()["outcome"],
     )
 
 
@@ -104,15 +116,37 @@ def insert_sql(*, take_offer: bool) -> str:
     return sql.statement("insert_one", columns=parts["columns"], values=parts["values"])
 
 
-def complete_params(wanted: Wanted, now: datetime, retention: float) -> dict[str, Any]:
+def complete_params(
+    wanted: Wanted, now: datetime, retention: float, kept: int, by: dict[str, Runner]
+) -> dict[str, Any]:
     # Ids sorted, so that two completions planned alike lock rows in one order.
     ids = sorted(wanted)
+    runners = [by.get(i, NOBODY) for i in ids]
     return {
         "now": now,
         "retention": retention,
+        "kept": max(0, kept),
         "ids": ids,
         "leases": [wanted[i][0] for i in ids],
         "results": [wanted[i][1] for i in ids],
+        "sessions": [r.session for r in runners],
+        "labels": [json.dumps(r.labels) for r in runners],
+        "nodes": [r.node for r in runners],
+    }
+
+
+def attempt_params(attempts: Sequence[Attempt], now: datetime, kept: int) -> dict[str, Any]:
+    return {
+        "now": now,
+        "kept": kept,
+        "ids": [a.task_id for a in attempts],
+        "started": [a.started_at for a in attempts],
+        "outcomes": [a.outcome for a in attempts],
+        "errors": [a.error for a in attempts],
+        "sessions": [a.by.session for a in attempts],
+        "labels": [json.dumps(a.by.labels) for a in attempts],
+        "nodes": [a.by.node for a in attempts],
+        "keys": [a.key_id for a in attempts],
     }
 
 
@@ -276,15 +310,30 @@ class PostgresStore(OrmTransitions):
 
     # -- outcomes ------------------------------------------------------------------------
 
-    def complete_many(self, wanted: Wanted, now: datetime, retention: float) -> list[OutcomeRow]:
-        # One UPDATE ... RETURNING, atomic by itself: no explicit transaction.
-        return outcome_rows(self.run(complete_sql(by_key=False), complete_params(wanted, now, retention)), now)
+    def complete_many(
+        self, wanted: Wanted, now: datetime, retention: float, kept: int, by: dict[str, Runner]
+    ) -> list[OutcomeRow]:
+        # One statement (the UPDATE and the attempts it records), atomic by
+        # itself: no explicit transaction.
+        params = complete_params(wanted, now, retention, kept, by)
+        return outcome_rows(self.run(complete_sql(by_key=False), params), now)
 
     async def acomplete_many(
-        self, conn: psycopg.AsyncConnection[Any], wanted: Wanted, now: datetime, retention: float
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        wanted: Wanted,
+        now: datetime,
+        retention: float,
+        kept: int,
+        by: dict[str, Runner],
     ) -> list[OutcomeRow]:
-        rows = await self.arun(conn, complete_sql(by_key=True), complete_params(wanted, now, retention))
-        return outcome_rows(rows, now)
+        params = complete_params(wanted, now, retention, kept, by)
+        return outcome_rows(await self.arun(conn, complete_sql(by_key=True), params), now)
+
+    def record_attempts(self, attempts: Sequence[Attempt], now: datetime, kept: int) -> None:
+        # One statement per call: the numbers, the trim and the INSERT.
+        if kept > 0 and attempts:
+            self.run(sql.statement("record_attempts"), attempt_params(attempts, now, kept), fetch=False)
 
     # -- node death (docs/architecture.md, "Node death") ---------------------------------
 

@@ -92,13 +92,52 @@ WHERE t.id = v.id
 -- name: complete_many
 -- Complete the rows still active under their own lease (row by row: no
 -- item's lease can vouch for another), storing each result; one array per
--- column, so every batch size shares one prepared statement.
-UPDATE conveyor_task AS t SET state = 'completed', finished_at = %(now)s, updated_at = %(now)s,
-    purge_at = %(now)s::timestamptz + make_interval(secs => coalesce(t.retention, %(retention)s)),
-    lease_expires_at = NULL, progress = 100, result = v.result
-FROM unnest(%(ids)s::varchar[], %(leases)s::varchar[], %(results)s::bytea[]) AS v(id, lease_id, result)
-WHERE {complete_match} t.id = v.id AND t.lease_id = v.lease_id
-RETURNING {outcome_t}
+-- column, so every batch size shares one prepared statement. Each completed
+-- row's attempt is recorded by the same statement (ATTEMPTS_KEPT: kept > 0),
+-- numbered after its task's last, and the task's attempts older than its
+-- last kept are deleted; the node is the worker's, else the lease holder.
+WITH done AS (
+    UPDATE conveyor_task AS t SET state = 'completed', finished_at = %(now)s, updated_at = %(now)s,
+        purge_at = %(now)s::timestamptz + make_interval(secs => coalesce(t.retention, %(retention)s)),
+        lease_expires_at = NULL, progress = 100, result = v.result
+    FROM unnest(%(ids)s::varchar[], %(leases)s::varchar[], %(results)s::bytea[], %(sessions)s::varchar[],
+                %(labels)s::text[], %(nodes)s::varchar[]) AS v(id, lease_id, result, session, labels, node)
+    WHERE {complete_match} t.id = v.id AND t.lease_id = v.lease_id
+    RETURNING {outcome_t}, t.started_at AS attempt_started, v.session, v.labels,
+        coalesce(nullif(v.node, ''), t.lease_holder) AS attempt_node),
+numbered AS (
+    SELECT d.id, d.attempt_started, d.session, d.labels, d.attempt_node, d.key_id,
+        coalesce((SELECT max(a.number) FROM conveyor_taskattempt AS a WHERE a.task_id = d.id), 0) + 1 AS number
+    FROM done AS d WHERE %(kept)s::integer > 0),
+trimmed AS (
+    DELETE FROM conveyor_taskattempt AS a USING numbered AS n
+    WHERE a.task_id = n.id AND a.number <= n.number - %(kept)s::integer),
+recorded AS (
+    INSERT INTO conveyor_taskattempt
+        (task_id, number, started_at, finished_at, worker_session, worker_labels, node, outcome, error, key_id)
+    SELECT id, number, attempt_started, %(now)s, session, labels::jsonb, attempt_node, 'completed', '', key_id
+    FROM numbered)
+SELECT {outcome} FROM done
+
+-- name: record_attempts
+-- Attempts that ended at now (one per task), each numbered after its task's
+-- last; a task's attempts older than its last kept are deleted. In the
+-- caller's transaction, beside the outcome it records.
+WITH v AS (
+    SELECT * FROM unnest(%(ids)s::varchar[], %(started)s::timestamptz[], %(outcomes)s::varchar[],
+                         %(errors)s::text[], %(sessions)s::varchar[], %(labels)s::text[], %(nodes)s::varchar[],
+                         %(keys)s::varchar[])
+        AS v(task_id, started_at, outcome, error, session, labels, node, key_id)),
+numbered AS (
+    SELECT v.*,
+        coalesce((SELECT max(a.number) FROM conveyor_taskattempt AS a WHERE a.task_id = v.task_id), 0) + 1 AS number
+    FROM v),
+trimmed AS (
+    DELETE FROM conveyor_taskattempt AS a USING numbered AS n
+    WHERE a.task_id = n.task_id AND a.number <= n.number - %(kept)s::integer)
+INSERT INTO conveyor_taskattempt
+    (task_id, number, started_at, finished_at, worker_session, worker_labels, node, outcome, error, key_id)
+SELECT task_id, number, started_at, %(now)s, session, labels::jsonb, node, outcome, error, key_id FROM numbered
 
 -- name: purge
 -- Pick, unlink and delete purgeable rows in one statement: no ids travel to

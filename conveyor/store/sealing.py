@@ -21,13 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from conveyor import sealing
 from conveyor.exceptions import KeyUnavailable
 from conveyor.models import Task
-from conveyor.store.base import KEY_UNKNOWN, OutcomeRow, Resealed, Store, Wanted
+from conveyor.store.base import KEY_UNKNOWN, Attempt, OutcomeRow, Resealed, Runner, Store, Wanted
 
 _ERROR = sealing.TASK_COLUMNS["last_error"]
 _RESULT = sealing.TASK_COLUMNS["result"]
@@ -81,16 +82,29 @@ class SealingStore:
 
     # -- outcomes: the result and the error text -----------------------------------------
 
-    def complete_many(self, wanted: Wanted, now: datetime, retention: float) -> list[OutcomeRow]:
-        return _opened(self.inner.complete_many(self._sealed_results(_keyed(wanted)), now, retention))
+    # (A completion's attempt has no error text: nothing of it to seal.)
+    def complete_many(
+        self, wanted: Wanted, now: datetime, retention: float, kept: int, by: dict[str, Runner]
+    ) -> list[OutcomeRow]:
+        return _opened(self.inner.complete_many(self._sealed_results(_keyed(wanted)), now, retention, kept, by))
 
-    async def acomplete_many(self, conn: Any, wanted: Wanted, now: datetime, retention: float) -> list[OutcomeRow]:
+    async def acomplete_many(
+        self, conn: Any, wanted: Wanted, now: datetime, retention: float, kept: int, by: dict[str, Runner]
+    ) -> list[OutcomeRow]:
         wanted = _keyed(wanted)
         if any(key == KEY_UNKNOWN and result for _, result, key in wanted.values()):
             known = await self.inner.akey_ids(conn, [i for i, (_, _, k) in wanted.items() if k == KEY_UNKNOWN])  # type: ignore[attr-defined]
             wanted = _with_keys(wanted, known)
-        rows = await self.inner.acomplete_many(conn, self._sealed_results(wanted), now, retention)  # type: ignore[attr-defined]
+        rows = await self.inner.acomplete_many(conn, self._sealed_results(wanted), now, retention, kept, by)  # type: ignore[attr-defined]
         return _opened(rows)
+
+    def record_attempts(self, attempts: Sequence[Attempt], now: datetime, kept: int) -> None:
+        # Each error text sealed as the task's last_error is, under the
+        # attempt's key id (its task's), as an attempt's (sealing.ATTEMPT_ERROR).
+        sealed = [
+            replace(a, error=sealing.seal_text(a.key_id, a.error, sealing.ATTEMPT_ERROR, a.task_id)) for a in attempts
+        ]
+        self.inner.record_attempts(sealed, now, kept)
 
     def _sealed_results(self, wanted: Wanted) -> Wanted:
         unknown = [i for i, (_, result, key) in wanted.items() if key == KEY_UNKNOWN and result]

@@ -20,7 +20,7 @@ from django.db.models.fields.json import KeyTransform
 
 from conveyor.models import Task, TaskDependency
 from conveyor.states import State
-from conveyor.store.base import OUTCOME_COLUMNS, OutcomeRow, Wanted
+from conveyor.store.base import NOBODY, OUTCOME_COLUMNS, Attempt, OutcomeRow, Runner, Wanted
 from conveyor.store.orm import OrmTransitions
 
 PURGE_CHUNK = 500  # ids per DELETE (SQLite's default limit is 32,766 parameters)
@@ -113,20 +113,24 @@ class SqliteStore(OrmTransitions):
 
     # -- outcomes ------------------------------------------------------------------------
 
-    def complete_many(self, wanted: Wanted, now: datetime, retention: float) -> list[OutcomeRow]:
+    def complete_many(
+        self, wanted: Wanted, now: datetime, retention: float, kept: int, by: dict[str, Runner]
+    ) -> list[OutcomeRow]:
         # Lock the rows and match each task to its own lease. Matching by
         # "id IN (...) AND lease_id IN (...)" would let one item's lease
         # vouch for another. Plain rows, not model instances: this runs for
         # every batch of results.
         with transaction.atomic(using=self.alias):
-            won = [
-                OutcomeRow(*values)
+            found = [
+                values
                 for values in self.tasks.select_for_update()
                 .filter(id__in=list(wanted), state__is=State.ACTIVE)
                 .order_by("id")
-                .values_list(*OUTCOME_COLUMNS)
+                .values_list(*OUTCOME_COLUMNS, "started_at", "lease_holder")
                 if values[4] == wanted[values[0]][0]
             ]
+            won = [OutcomeRow(*values[:-2]) for values in found]
+            self.record_attempts([_completed(values, by.get(values[0], NOBODY)) for values in found], now, kept)
             by_retention: dict[float, list[str]] = defaultdict(list)
             for row in won:
                 keep = retention if row.retention is None else row.retention
@@ -177,6 +181,13 @@ class SqliteStore(OrmTransitions):
                 cursor.execute(f'DELETE FROM "{edges}" WHERE task_id IN ({marks})', chunk)
                 cursor.execute(f'DELETE FROM "{table}" WHERE id IN ({marks})', chunk)
         return len(ids)
+
+
+def _completed(values: tuple[Any, ...], by: Runner) -> Attempt:
+    """The attempt of a completed row (its outcome columns, then started_at and lease_holder)."""
+    started, holder = values[-2:]
+    runner = by if by.node else Runner(by.session, by.labels, holder)
+    return Attempt(values[0], started, "completed", by=runner, key_id=values[OUTCOME_COLUMNS.index("key_id")])
 
 
 _TABLE = f'"{Task._meta.db_table}"'

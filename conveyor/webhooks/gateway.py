@@ -179,7 +179,7 @@ class WebhookGateway(Gateway):
             self.inflight.pop(task_id, None)
             self._forget(task_id)
         if refs:
-            await self.node.db.run(self.node.broker.release_many, refs)
+            await self.node.db.run(self.node.broker.release_many, refs, by=self.runner)
         for client in self.clients:
             await client.aclose()
 

@@ -16,9 +16,9 @@ from django.db import transaction
 from conveyor.broker import Broker, TaskSpec
 from conveyor.broker.rows import new_tasks
 from conveyor.broker.validation import task_fields
-from conveyor.models import Task, TaskDependency
+from conveyor.models import Task, TaskAttempt, TaskDependency
 from conveyor.states import State
-from conveyor.store import store_for
+from conveyor.store import NOBODY, Attempt, Runner, store_for
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -62,7 +62,7 @@ def test_complete_many_completes_only_rows_under_their_own_lease(db_alias):
     _activate(db_alias, {"t000": "a", "t001": "b", "t002": "c"})
 
     # t001 names t000's lease: no item's lease vouches for another.
-    won = store.complete_many({"t000": ("a", b"r"), "t001": ("a", None), "t002": ("c", None)}, NOW, 30.0)
+    won = store.complete_many({"t000": ("a", b"r"), "t001": ("a", None), "t002": ("c", None)}, NOW, 30.0, 25, {})
 
     assert sorted(r.id for r in won) == ["t000", "t002"]
     rows = {t.id: t for t in Task.objects.using(db_alias).all()}
@@ -114,3 +114,93 @@ def test_purge_keeps_a_row_an_unresolved_edge_points_at(db_alias, clock):
     assert store.purge(NOW, NOW, 100) == 1
     assert sorted(Task.objects.using(db_alias).values_list("id", flat=True)) == ["dep", "t001"]
     assert broker.get_task("t001").state == State.COMPLETED
+
+
+# -- attempt history ------------------------------------------------------------------
+
+WORKER = Runner("session-1", {"zone": "eu"}, "node-1")
+
+
+def _attempts(alias: str) -> list[tuple[Any, ...]]:
+    rows = TaskAttempt.objects.using(alias).order_by("task_id", "number")
+    return [
+        (a.task_id, a.number, a.outcome, a.worker_session, a.worker_labels, a.node, a.error, a.started_at) for a in rows
+    ]
+
+
+def test_complete_many_records_each_winners_attempt_with_who_ran_it(db_alias):
+    store = store_for(db_alias)
+    store.insert_tasks(_tasks(3))
+    _activate(db_alias, {"t000": "a", "t001": "b", "t002": "c"})
+
+    store.complete_many(
+        {"t000": ("a", None), "t001": ("b", None), "t002": ("wrong", None)}, NOW + timedelta(seconds=5), 0.0, 25,
+        {"t000": WORKER},
+    )  # fmt: skip
+
+    # t001 names no runner: its node is its lease holder's; t002's lease was lost: no attempt.
+    assert _attempts(db_alias) == [
+        ("t000", 1, "completed", "session-1", {"zone": "eu"}, "node-1", "", NOW),
+        ("t001", 1, "completed", "", {}, "holder", "", NOW),
+    ]
+    assert {a.finished_at for a in TaskAttempt.objects.using(db_alias).all()} == {NOW + timedelta(seconds=5)}
+
+
+def test_complete_many_keeps_the_last_kept_attempts_and_none_when_kept_is_zero(db_alias):
+    store = store_for(db_alias)
+    store.insert_tasks(_tasks(2))
+    with transaction.atomic(using=db_alias):
+        store.record_attempts([Attempt("t000", NOW, "retry", "e1")], NOW, 2)
+        store.record_attempts([Attempt("t000", NOW, "retry", "e2")], NOW, 2)
+    _activate(db_alias, {"t000": "a", "t001": "b"})
+
+    store.complete_many({"t000": ("a", None)}, NOW, 0.0, 2, {})
+    store.complete_many({"t001": ("b", None)}, NOW, 0.0, 0, {})
+
+    assert [(t, n, o) for t, n, o, *_ in _attempts(db_alias)] == [("t000", 2, "retry"), ("t000", 3, "completed")]
+
+
+def test_record_attempts_numbers_each_after_its_tasks_last_and_trims_to_kept(db_alias):
+    store = store_for(db_alias)
+    store.insert_tasks(_tasks(2))
+    by = Runner("s", {"k": 1}, "n")
+
+    with transaction.atomic(using=db_alias):
+        for i in range(4):
+            store.record_attempts(
+                [Attempt("t000", NOW, "retry", f"boom {i}", by), Attempt("t001", None, "released")], NOW, 3
+            )
+
+    assert [(t, n, e) for t, n, _o, _s, _l, _n, e, _at in _attempts(db_alias)] == [
+        ("t000", 2, "boom 1"), ("t000", 3, "boom 2"), ("t000", 4, "boom 3"),
+        ("t001", 2, ""), ("t001", 3, ""), ("t001", 4, ""),
+    ]  # fmt: skip
+    assert _attempts(db_alias)[0][3:6] == ("s", {"k": 1}, "n")
+
+
+def test_a_tasks_attempts_are_deleted_with_it_by_the_purge(db_alias):
+    store = store_for(db_alias)
+    store.insert_tasks(_tasks(2))
+    _activate(db_alias, {"t000": "a", "t001": "b"})
+    store.complete_many({"t000": ("a", None), "t001": ("b", None)}, NOW, 0.0, 25, {})
+    Task.objects.using(db_alias).filter(id="t001").update(purge_at=NOW + timedelta(days=1))
+
+    assert store.purge(NOW, NOW, 100) == 1
+
+    assert [t for t, *_ in _attempts(db_alias)] == ["t001"]
+
+
+def test_an_attempts_error_is_sealed_under_its_key_and_opened_when_read(db_alias):
+    from django.test import override_settings
+
+    from tests.broker.test_encryption import K1, MARKER
+
+    store = store_for(db_alias)
+    store.insert_tasks(_tasks(1))
+    with override_settings(CONVEYOR={"ENCRYPTION_KEYS": K1}), transaction.atomic(using=db_alias):
+        store.record_attempts([Attempt("t000", NOW, "retry", f"declined {MARKER.decode()}", NOBODY, "k1")], NOW, 5)
+        with transaction.get_connection(db_alias).cursor() as cursor:
+            cursor.execute("SELECT error FROM conveyor_taskattempt")
+            (raw,) = cursor.fetchone()
+        assert raw.startswith("sealed:") and MARKER.decode() not in raw
+        assert TaskAttempt.objects.using(db_alias).get().error == f"declined {MARKER.decode()}"
