@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from conveyor.models import CronEntry, Task, WebhookRegistration
+from conveyor.models import CronEntry, Task, TaskAttempt, WebhookRegistration
 from conveyor.sealing import encryption_of
 from conveyor.states import State
 
@@ -65,6 +66,23 @@ def task(t: Task) -> dict[str, Any]:
         "cancel_requested": t.cancel_requested,
         "suspect": t.suspect,
         "encryption": encryption_of(t),
+    }
+
+
+def task_detail(t: Task, attempts: Sequence[TaskAttempt]) -> dict[str, Any]:
+    """One task as ``GET /api/v1/tasks/{id}`` shows it: with its attempts, oldest first."""
+    return {**task(t), "attempts": [attempt(a) for a in attempts]}
+
+
+def attempt(a: TaskAttempt) -> dict[str, Any]:
+    return {
+        "number": a.number,
+        "started_at": ts(a.started_at),
+        "finished_at": ts(a.finished_at),
+        "worker": {"session": a.worker_session or None, "labels": a.worker_labels or {}},
+        "node": a.node or None,
+        "outcome": a.outcome,
+        "error": a.seal_error or a.error,  # (why a sealed error reads empty here)
     }
 
 

@@ -171,6 +171,25 @@ class Task(s.Serializer):
     encryption = Encryption()
 
 
+class AttemptWorker(s.Serializer):
+    session = s.CharField(allow_null=True, help_text="the worker session (a webhook's: webhook:NAME); null: unknown")
+    labels = s.DictField(help_text="the labels the worker sent in its hello")
+
+
+class TaskAttempt(s.Serializer):
+    number = s.IntegerField(help_text="the attempt's place in the task's history, 1 first")
+    started_at = s.DateTimeField(allow_null=True)
+    finished_at = s.DateTimeField()
+    worker = AttemptWorker()
+    node = s.CharField(allow_null=True, help_text="the node the worker was connected to (or held the lease)")
+    outcome = s.ChoiceField(["completed", "retry", "failed", "released", "crashed", "lease-expired"])
+    error = s.CharField(allow_blank=True, help_text="the error as the worker sent it, traceback included")
+
+
+class TaskDetail(Task):
+    attempts = TaskAttempt(many=True, help_text="the last ATTEMPTS_KEPT attempts, oldest first")
+
+
 class Error(s.Serializer):
     error = s.CharField(help_text="invalid_argument, not_found, already_exists, failed_precondition, ...")
     message = s.CharField()

@@ -182,10 +182,12 @@ class EnqueueTxView(ApiView):
 class TaskDetailView(ApiView):
     read_scopes = (READ, PRODUCE)  # a producer reads back the tasks it enqueued
 
-    @extend_schema(operation_id="get_task", responses={200: schemas.Task}, tags=["tasks"])
+    @extend_schema(operation_id="get_task", responses={200: schemas.TaskDetail}, tags=["tasks"])
     def get(self, request: Request, task_id: str) -> Response:
-        """Read one task."""
-        return Response(render.task(get_broker().get_task(task_id)))
+        """Read one task, with its attempt history (the last ATTEMPTS_KEPT, oldest first)."""
+        broker = get_broker()
+        task = broker.get_task(task_id)
+        return Response(render.task_detail(task, broker.task_attempts(task_id)))
 
     @extend_schema(
         operation_id="delete_task",

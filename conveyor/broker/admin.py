@@ -21,7 +21,7 @@ from conveyor.exceptions import (
     InvalidState,
     TaskNotFound,
 )
-from conveyor.models import Task
+from conveyor.models import Task, TaskAttempt
 from conveyor.states import ADMIN_FROM, INCOMPLETE, TERMINAL, WAITING, State
 
 CANCELED_BY_ADMIN = "canceled by operator"
@@ -33,6 +33,10 @@ class AdminOps(BrokerBase):
         if task is None:
             raise TaskNotFound(task_id)
         return task
+
+    def task_attempts(self, task_id: str) -> list[TaskAttempt]:
+        """A task's recorded attempts, oldest first (their error texts opened)."""
+        return list(TaskAttempt.objects.using(self.db).filter(task_id=task_id).order_by("number"))
 
     def _locked(self, task_id: str, action: str) -> Task:
         task = self.tasks.select_for_update().filter(id=task_id).first()

@@ -15,7 +15,7 @@ from typing import Any
 
 from conveyor.broker.validation import scrub_text
 from conveyor.conf import conveyor_settings
-from conveyor.models import Task, TaskAttempt
+from conveyor.models import Task
 from conveyor.sealing import ServerText
 from conveyor.store import NOBODY, Attempt, Runner, Store
 
@@ -52,8 +52,3 @@ def record_attempts(
     store.record_attempts(
         [Attempt(r.id, r.started_at, outcome, text, ran_on(by, r), r.key_id) for r in rows], now, kept
     )
-
-
-def attempts_of(using: str, task_id: str) -> list[TaskAttempt]:
-    """A task's recorded attempts, oldest first (error texts opened)."""
-    return list(TaskAttempt.objects.using(using).filter(task_id=task_id).order_by("number"))

@@ -34,6 +34,28 @@ def test_only_a_running_task_shows_a_lease_holder(api, broker):
     assert (body["state"], body["lease_holder"]) == ("completed", None)
 
 
+def test_get_task_lists_its_attempts_oldest_first_with_worker_node_and_error(api, broker):
+    from conveyor.store import Runner
+
+    enqueue(broker, queue="q")
+    first = broker.lease("q", 1, holder="node-a").tasks[0]
+    worker = Runner("sess-1", {"host": "w1"}, "node-a")
+    broker.settle_failure(
+        first.id, first.lease_id, "Traceback (most recent call last):\nValueError: no", delay=0, by=worker
+    )
+    second = broker.lease("q", 1, holder="node-b").tasks[0]
+    broker.ack(second.id, second.lease_id)
+
+    body = ok(api.get(f"/api/v1/tasks/{first.id}"))
+
+    assert [(a["number"], a["outcome"], a["worker"], a["node"], a["error"]) for a in body["attempts"]] == [
+        (1, "retry", {"session": "sess-1", "labels": {"host": "w1"}}, "node-a",
+         "Traceback (most recent call last):\nValueError: no"),
+        (2, "completed", {"session": None, "labels": {}}, "node-b", ""),
+    ]  # fmt: skip
+    assert all(a["started_at"] and a["finished_at"] for a in body["attempts"])
+
+
 def test_get_unknown_task_is_404_naming_it(api):
     body = refused(api.get("/api/v1/tasks/nope"), 404, "not_found")
     assert body["task_id"] == "nope"

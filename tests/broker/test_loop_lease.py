@@ -204,10 +204,11 @@ def _plans_on_the_lease_connection(leaser: LoopLeaser, statements: list[tuple[st
 
 
 def _unbounded_task_scans(plan: dict) -> list[str]:
-    """Plan nodes that read conveyor_task (or an index of it) without an index condition."""
+    """Plan nodes that read conveyor_task or its attempts (or an index) without an index condition."""
     found = []
     kind = plan["Node Type"]
-    reads_tasks = kind.endswith("Scan") and (plan.get("Relation Name") == "conveyor_task" or "Index Name" in plan)
+    table = plan.get("Relation Name")
+    reads_tasks = kind.endswith("Scan") and (table in ("conveyor_task", "conveyor_taskattempt") or "Index Name" in plan)
     if reads_tasks and (kind == "Seq Scan" or (kind != "Bitmap Heap Scan" and "Index Cond" not in plan)):
         found.append(f"{kind} {plan.get('Index Name', '')}".strip())
     for child in plan.get("Plans", []):
@@ -221,7 +222,7 @@ def empty_statistics(db_alias):
     by earlier tests), kept while the test fills it."""
     with connections["postgres"].cursor() as cursor:
         cursor.execute("ALTER TABLE conveyor_task SET (autovacuum_enabled = false)")
-        cursor.execute("TRUNCATE conveyor_task, conveyor_taskdependency")
+        cursor.execute("TRUNCATE conveyor_task, conveyor_taskdependency, conveyor_taskattempt")
         cursor.execute("ANALYZE conveyor_task")
     yield
     with connections["postgres"].cursor() as cursor:
@@ -249,8 +250,8 @@ def test_the_ack_finds_its_rows_by_key_on_the_loop_connection(broker, leaser, em
     by_key, plain = _plans_on_the_lease_connection(
         leaser,
         [
-            (complete_sql(by_key=True), complete_params(wanted, now, 0.0)),
-            (complete_sql(by_key=False), complete_params(wanted, now, 0.0)),
+            (complete_sql(by_key=True), complete_params(wanted, now, 0.0, 25, {})),
+            (complete_sql(by_key=False), complete_params(wanted, now, 0.0, 25, {})),
         ],
     )
 
