@@ -12,6 +12,12 @@ flight (conveyor/broker/crashes.py): which worker held which is known only
 to the dead node. So a lone task is charged an attempt, several become
 suspects with their attempt not counted, and a suspect among them is
 charged. See docs/architecture.md, "Node death".
+
+A webhook endpoint that accepted a task (an asynchronous delivery) goes on
+working whatever becomes of the node that delivered it, and its callbacks
+reach any node: the lease is handed over to the endpoint (``hand_over``),
+so a rescue of that node leaves it alone, and lease expiry reclaims it if
+the endpoint goes silent.
 """
 
 from __future__ import annotations
@@ -19,6 +25,11 @@ from __future__ import annotations
 from conveyor.broker.crashes import CrashOps, CrashReport
 
 NODE_LOST = "node lost"
+
+
+def endpoint_holder(registration: str) -> str:
+    """The lease holder of a task a webhook endpoint accepted: no node's id."""
+    return f"webhook:{registration}"
 
 
 class NodeOps(CrashOps):
@@ -36,3 +47,8 @@ class NodeOps(CrashOps):
         """
         self.store.withdraw_offers_of(node_id)
         return self.settle_crash(self.store.leases_held_by(node_id), error=NODE_LOST)
+
+    def hand_over(self, task_id: str, lease_id: str, registration: str) -> bool:
+        """The endpoint of webhook *registration* accepted this task: its lease
+        is the endpoint's now, not its node's. Whether the lease still held."""
+        return self.store.hand_over(task_id, lease_id, endpoint_holder(registration))

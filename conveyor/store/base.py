@@ -230,6 +230,10 @@ class Store(Protocol):
     def leases_held_by(self, holder: str) -> list[tuple[str, str]]:
         """(id, lease id) of every active row leased to node *holder*."""
 
+    def hand_over(self, task_id: str, lease_id: str, holder: str) -> bool:
+        """Make *holder* the lease holder of the row active under this lease;
+        whether the lease still held."""
+
     def matching(self, rows: Any, payload: Sequence[tuple[tuple[str, ...], Any]], metadata: dict[str, str],
                  contains: str) -> Any:  # fmt: skip
         """The task queryset *rows* narrowed to tasks whose plaintext JSON

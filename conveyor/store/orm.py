@@ -43,6 +43,11 @@ class OrmTransitions:
         rows = self.tasks.filter(state=State.ACTIVE, lease_holder=holder).order_by("id")
         return [(task_id, lease_id or "") for task_id, lease_id in rows.values_list("id", "lease_id")]
 
+    def hand_over(self, task_id: str, lease_id: str, holder: str) -> bool:
+        """Write *holder* as the holder of the row active under this lease."""
+        rows = self.tasks.filter(id=task_id, state=State.ACTIVE, lease_id=lease_id)
+        return bool(rows.update(lease_holder=holder))
+
     def lock_leased(self, task_id: str, lease_id: str) -> Task | None:
         """The active row under this lease, locked for the caller's transaction; None if the lease is lost."""
         return self.tasks.select_for_update().filter(id=task_id, state=State.ACTIVE, lease_id=lease_id).first()

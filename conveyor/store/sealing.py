@@ -160,6 +160,9 @@ class SealingStore:
     def leases_held_by(self, holder: str) -> list[tuple[str, str]]:
         return self.inner.leases_held_by(holder)
 
+    def hand_over(self, task_id: str, lease_id: str, holder: str) -> bool:
+        return self.inner.hand_over(task_id, lease_id, holder)
+
     async def ahold_liveness(self, conn: Any, namespace: int, key: int) -> bool:
         return await self.inner.ahold_liveness(conn, namespace, key)  # type: ignore[attr-defined,no-any-return]
 

@@ -298,6 +298,12 @@ class WebhookGateway(Gateway):
                 delivery.asynchronous, delivery.request = True, None
                 self._note_resolved()  # a drain waits for synchronous deliveries only
             self._note(task_id, "accepted", "")
+            record = self.inflight.get(task_id)
+            if record is not None:
+                # The endpoint works on if this node dies: a rescue of the
+                # node must leave the task to it (conveyor/broker/nodes.py).
+                lease_id = record.task.lease_id or ""
+                self.node.spawn(self.node.db.run(self.node.broker.hand_over, task_id, lease_id, self.name))
             return
         self._finish(task_id, outcome, error)
 

@@ -45,3 +45,29 @@ def test_a_killed_nodes_task_runs_again_on_the_survivor_before_its_lease_would_h
     assert retried == 1  # one crash attempt: it was the only task in flight
     runs = [e for e in second.events() if e["task"] == task_id]
     assert [(e["event"], e["attempt"]) for e in runs] == [("start", 2), ("done", 2)]
+
+
+def test_a_task_a_webhook_endpoint_accepted_is_left_to_it_when_its_node_dies(cluster, pg_database, tmp_path):
+    from tests.e2e.test_webhooks import Endpoint, free_port, register, wait_serving
+
+    doomed = cluster.node(lease_ttl=LEASE_TTL)
+    port = free_port()
+    register(doomed, f"http://127.0.0.1:{port}/tasks")
+    wait_serving(doomed)  # the only node: it serves the registration
+    survivor = cluster.node(lease_ttl=LEASE_TTL)
+    endpoint = Endpoint(tmp_path, survivor.url, port=port)  # its callbacks go to the survivor
+    try:
+        task_id = doomed.enqueue(json={"async": 6})["id"]  # accepted, then reported 6 s later
+        wait_for(lambda: endpoint.events("execute"), 20, what="the delivery")
+        wait_for(lambda: holder(pg_database, task_id) == "webhook:hooks", 10, what="the lease handed to the endpoint")
+
+        doomed.kill()
+
+        wait_for(lambda: survivor.task(task_id)["state"] == "completed", 60, what="the endpoint's report")
+        assert [e["attempt"] for e in endpoint.events("execute")] == [1]  # never delivered again
+    finally:
+        endpoint.kill()
+
+
+def holder(dsn: str, task_id: str) -> str:
+    return sql(dsn, "SELECT lease_holder FROM conveyor_task WHERE id = %s", task_id)[0][0]

@@ -150,3 +150,15 @@ def test_sqlite_finds_no_node_dead(broker, clock):
     lease_to(broker, "dead-node", 1)
 
     assert broker.dead_nodes("") == []
+
+
+def test_a_task_a_webhook_endpoint_accepted_is_left_to_it_by_a_rescue(broker, clock):
+    accepted, delivered = lease_to(broker, "gone", 2)
+
+    assert broker.hand_over(accepted.id, accepted.lease_id, "hooks") is True
+    report = broker.rescue_node("gone")
+
+    assert report.charged == [delivered.id]  # the node's only task now: the endpoint has the other
+    stored = reload(broker, accepted.id)
+    assert (stored.state, stored.lease_id, stored.lease_holder) == (State.ACTIVE, accepted.lease_id, "webhook:hooks")
+    assert broker.hand_over(delivered.id, delivered.lease_id, "hooks") is False  # its lease is gone
