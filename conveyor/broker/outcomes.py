@@ -166,6 +166,7 @@ class OutcomeOps(BrokerBase):
         skip_retry: bool = False,
         delay: float | None = None,
         by: Runner | None = None,
+        traceback: str = "",
     ) -> Task:
         """Decide retry or archive for a failed attempt, and apply it.
 
@@ -173,13 +174,15 @@ class OutcomeOps(BrokerBase):
         asked to skip retries, when its retries are exhausted, or when its
         absolute deadline has passed (no later attempt could meet it);
         otherwise retry after the task's backoff (or after *delay* seconds).
+        The attempt keeps *error* and the worker's *traceback* after it; the
+        task's last_error, *error* alone.
         """
         if delay is not None:
             delay = check_seconds(delay, "delay", allow_zero=True)
         now = self.now()
         with self.atomic():
             row = self._leased_row(task_id, lease_id)
-            self._settle_row(row, error, now, skip_retry=skip_retry, delay=delay, by=by)
+            self._settle_row(row, error, now, skip_retry=skip_retry, delay=delay, by=by, traceback=traceback)
         return row
 
     def _settle_row(
@@ -193,6 +196,7 @@ class OutcomeOps(BrokerBase):
         fields: Sequence[str] = ("last_error",),
         by: Runner | None = None,
         outcome: str | None = None,
+        traceback: str = "",
     ) -> None:
         """``settle_failure`` of a row locked by the caller; an archive writes
         *fields* too. Its attempt is recorded as *outcome* (default: ``retry``
@@ -200,7 +204,8 @@ class OutcomeOps(BrokerBase):
         goes_on = not (row.cancel_requested or skip_retry or row.retried >= row.max_retry) and not (
             row.deadline is not None and row.deadline <= now
         )
-        record_attempts(self.store, [row], outcome or ("retry" if goes_on else "failed"), now, by, error)
+        told = f"{error}\n\n{traceback}" if traceback else error
+        record_attempts(self.store, [row], outcome or ("retry" if goes_on else "failed"), now, by, told)
         if row.cancel_requested:
             row.last_error = _canceled_error(error)
         elif skip_retry:

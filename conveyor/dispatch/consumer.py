@@ -167,7 +167,7 @@ class WorkerConsumer(AsyncWebsocketConsumer):
         gateway = self.gateway
         if kind == p.RESULT:
             task_id, outcome, error, result = f.check_result(frame)
-            gateway.settle(task_id, outcome, error, result, lease_id=f.lease_of(frame))
+            gateway.settle(task_id, outcome, error, result, lease_id=f.lease_of(frame), traceback=f.traceback_of(frame))
         elif kind == p.BATCH_RESULT:
             lease_id, results = f.check_batch_result(frame)
             gateway.settle_group(lease_id, results)

@@ -86,6 +86,14 @@ def check_result(frame: dict[str, Any]) -> tuple[str, str, str, Any]:
     return task_id, outcome, error, frame.get("result")
 
 
+def traceback_of(frame: dict[str, Any]) -> str:
+    """The traceback a failed result sends beside its error (optional, §6.1)."""
+    trace = frame.get("traceback") or ""
+    if not isinstance(trace, str):
+        raise FrameError(f"{frame.get('type')}: 'traceback' must be a string")
+    return trace
+
+
 def lease_of(frame: dict[str, Any]) -> str | None:
     """The lease a result names (optional): results for an older lease are dropped."""
     lease_id = frame.get("lease_id")
@@ -94,7 +102,7 @@ def lease_of(frame: dict[str, Any]) -> str | None:
     return lease_id or None
 
 
-def check_batch_result(frame: dict[str, Any]) -> tuple[str, dict[str, tuple[str, str, Any]]]:
+def check_batch_result(frame: dict[str, Any]) -> tuple[str, dict[str, tuple[str, str, Any, str]]]:
     lease_id = _text(frame, "lease_id", "the batch's lease id")
     items = frame.get("results")
     if not isinstance(items, list):
@@ -103,8 +111,9 @@ def check_batch_result(frame: dict[str, Any]) -> tuple[str, dict[str, tuple[str,
     for item in items:
         if not isinstance(item, dict):
             raise FrameError("batch_result: each result must be an object")
-        task_id, outcome, error, value = check_result({"type": "batch_result", **item})
-        results[task_id] = (outcome, error, value)
+        member = {"type": "batch_result", **item}
+        task_id, outcome, error, value = check_result(member)
+        results[task_id] = (outcome, error, value, traceback_of(member))
     return lease_id, results
 
 

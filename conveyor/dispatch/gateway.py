@@ -200,9 +200,16 @@ class Gateway:
     # -- outcomes --------------------------------------------------------------------
 
     def settle(
-        self, task_id: str, outcome: str, error: str = "", result: Any = None, lease_id: str | None = None
+        self,
+        task_id: str,
+        outcome: str,
+        error: str = "",
+        result: Any = None,
+        lease_id: str | None = None,
+        traceback: str = "",
     ) -> bool:
         """Apply a worker's outcome for one task; False if it is not ours (anymore).
+        A failure's *traceback* goes to its attempt (not to last_error).
 
         A result naming a lease other than the one in flight is stale (from
         an earlier delivery of the same task) and is dropped.
@@ -229,6 +236,7 @@ class Gateway:
                     error,
                     skip_retry=outcome == p.SKIP_RETRY,
                     by=self.runner,
+                    traceback=traceback,
                 )
             )
         now = time.monotonic()
@@ -246,14 +254,14 @@ class Gateway:
         except LeaseLost as exc:
             logger.info("dropped an outcome for %s: its lease was lost", exc.task_id)
 
-    def settle_group(self, lease_id: str, results: dict[str, tuple[str, str, Any]]) -> bool:
+    def settle_group(self, lease_id: str, results: dict[str, tuple[str, str, Any, str]]) -> bool:
         """Apply a batch result: listed members by outcome, the rest released."""
         group = self.groups.get(lease_id)
         if group is None:
             return False
         for task_id in sorted(group.pending):
-            outcome, error, result = results.get(task_id, (p.RELEASED, "", None))
-            self.settle(task_id, outcome, error, result)
+            outcome, error, result, trace = results.get(task_id, (p.RELEASED, "", None, ""))
+            self.settle(task_id, outcome, error, result, traceback=trace)
         return True
 
     def _slot_freed(self, record: Inflight) -> None:

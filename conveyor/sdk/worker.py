@@ -15,6 +15,7 @@ import logging
 import random
 import signal
 import threading
+import traceback
 from collections import deque
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
@@ -56,13 +57,38 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+class ErrorText(str):
+    """A failure's error as a result frame sends it (``error``), with the
+    handler's traceback beside it (``traceback``, docs/protocol.md §6.1)."""
+
+    traceback: str = ""
+
+
+def with_traceback(error: str, exc: BaseException) -> str:
+    """*error*, carrying the traceback of *exc* when it was raised (one only
+    returned from a batch handler has none)."""
+    if exc.__traceback__ is None:
+        return error
+    text = ErrorText(error)
+    # What traceback.format_exc() gives in the except block that caught it.
+    text.traceback = "".join(traceback.format_exception(exc))
+    return text
+
+
 def failure_outcome(exc: BaseException) -> tuple[str, str]:
-    """The outcome a handler's exception reports, and the error stored with it."""
+    """The outcome a handler's exception reports, and the error stored with it
+    (with its traceback, sent beside the error)."""
     if isinstance(exc, Release):
         return p.RELEASED, ""
     if isinstance(exc, Fail):
-        return (p.SKIP_RETRY if exc.skip_retry else p.RETRY), exc.error
-    return (p.SKIP_RETRY if isinstance(exc, SkipRetry) else p.RETRY), describe(exc)
+        return (p.SKIP_RETRY if exc.skip_retry else p.RETRY), with_traceback(exc.error, exc)
+    return (p.SKIP_RETRY if isinstance(exc, SkipRetry) else p.RETRY), with_traceback(describe(exc), exc)
+
+
+def _add_traceback(frame: dict[str, Any], error: str) -> None:
+    trace = getattr(error, "traceback", "")
+    if trace:
+        frame["traceback"] = trace
 
 
 def result_value(value: Any) -> Any:
@@ -488,6 +514,7 @@ class AsyncWorker:
             }
             if error:
                 frame["error"] = error
+                _add_traceback(frame, error)
             if result is not None:
                 frame["result"] = result
         else:
@@ -496,6 +523,7 @@ class AsyncWorker:
                 item: dict[str, Any] = {"task_id": task_id, "outcome": outcome}
                 if error:
                     item["error"] = error
+                    _add_traceback(item, error)
                 if result is not None:
                     item["result"] = result
                 items.append(item)

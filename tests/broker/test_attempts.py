@@ -119,3 +119,15 @@ def test_an_ack_on_the_loop_records_the_attempt_in_its_one_statement(broker):
     assert on_loop(LoopLeaser(broker), lambda leaser: leaser.ack([(leased, b"{}", WORKER)])) == []
 
     assert history(broker, leased.id) == [(1, "completed", "sess-1", "node-a", "")]
+
+
+def test_a_failures_traceback_goes_to_its_attempt_after_the_error_not_to_last_error(broker):
+    task = enqueue(broker)
+    leased = lease_one(broker)
+
+    broker.settle_failure(
+        leased.id, leased.lease_id, "ValueError: no", traceback="Traceback (most recent call last):\n  ...\n"
+    )
+
+    assert history(broker, task.id)[0][4] == "ValueError: no\n\nTraceback (most recent call last):\n  ...\n"
+    assert broker.get_task(task.id).last_error == "ValueError: no"

@@ -463,6 +463,26 @@ def test_a_retry_result_sends_the_task_to_retry_with_its_error(node, queue):
     assert stored["state"] in ("retry", "active")
 
 
+def test_a_retry_results_traceback_is_kept_with_its_attempt_and_names_the_session(node, queue):
+    async def scenario():
+        async with worker(node) as w:
+            welcome = await w.hello({queue: 1}, labels={"zone": "eu-1"})
+            task = await w.enqueue(queue=queue)
+            await w.frame(p.DISPATCH)
+            await w.send({"type": "result", "task_id": task["id"], "outcome": "retry", "error": "smtp timeout",
+                          "traceback": "Traceback (most recent call last):\n  File \"mail.py\"\nTimeoutError\n"})  # fmt: skip
+            stored = await w.task_until(task["id"], lambda t: t["retried"] == 1, "retried")
+            return welcome, stored
+
+    welcome, stored = run(scenario())
+
+    assert stored["last_error"] == "smtp timeout"
+    (attempt,) = [a for a in stored["attempts"] if a["outcome"] == "retry"]
+    assert attempt["error"] == 'smtp timeout\n\nTraceback (most recent call last):\n  File "mail.py"\nTimeoutError\n'
+    assert attempt["worker"] == {"session": welcome["session_id"], "labels": {"zone": "eu-1"}}
+    assert attempt["node"] == welcome["node"]
+
+
 def test_several_frames_in_one_message_are_all_handled(node, queue):
     async def scenario():
         async with worker(node) as w:

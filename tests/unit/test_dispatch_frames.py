@@ -188,7 +188,10 @@ def test_batch_result_frames():
         "results": [{"task_id": "a", "outcome": "success"}, {"task_id": "b", "outcome": "skip_retry", "error": "no"}],
     }
 
-    assert f.check_batch_result(frame) == ("L", {"a": ("success", "", None), "b": ("skip_retry", "no", None)})
+    assert f.check_batch_result(frame) == (
+        "L",
+        {"a": ("success", "", None, ""), "b": ("skip_retry", "no", None, "")},
+    )
 
 
 @pytest.mark.parametrize(
@@ -312,3 +315,11 @@ def test_the_sdk_task_carries_the_enqueue_time_the_node_sent():
 
     assert SdkTask(frame, "q", "L", None).enqueued_at == enqueued
     assert SdkTask({**frame, "enqueued_at": None}, "q", "L", None).enqueued_at is None
+
+
+def test_a_result_may_carry_a_traceback_beside_its_error():
+    frame = {"type": "result", "task_id": "t", "outcome": "retry", "error": "boom", "traceback": "Traceback ..."}
+    assert (f.check_result(frame)[2], f.traceback_of(frame)) == ("boom", "Traceback ...")
+    assert f.traceback_of({"type": "result", "task_id": "t", "outcome": "retry"}) == ""
+    with pytest.raises(f.FrameError, match="result: 'traceback' must be a string"):
+        f.traceback_of({**frame, "traceback": ["not", "text"]})
