@@ -14,7 +14,8 @@ prints one row per scenario (docs/operations.md, "Chaos testing", says
 what each scenario does and each column counts): tasks acknowledged,
 completed, lost, archived, run again, completed twice, whose result died
 with a SIGKILLed process, whose lease a PostgreSQL crash undid, requests left without an answer (and of those,
-stored), and how long a SIGKILLed node's tasks waited to start again.
+stored), how long a SIGKILLed node's leases outlived it, and how long its
+tasks waited to start again.
 
 ``--quick`` is the short form the test suite runs (tests/e2e/test_chaos.py);
 ``--scenario`` picks scenarios (default: all); ``--keep`` keeps the logs and
@@ -227,6 +228,7 @@ class Outcome:
 
     faults: str
     rescues: list[float] = field(default_factory=list)
+    settled: list[float] = field(default_factory=list)  # kill -> the node's last lease given up
 
 
 def rescue_time(kill_at: float, held: list[str], runs: dict) -> float:
@@ -255,16 +257,31 @@ def worker_kill(scene: Scene, plan: Plan) -> Outcome:
 def node_kill(scene: Scene, plan: Plan) -> Outcome:
     kills = 1 if plan.quick else 2
     held: list[tuple[float, list[str]]] = []
+    settled: list[float] = []
     for k in range(kills):
         node = scene.nodes[k % len(scene.nodes)]
         scene.at(plan.window * (2 * k + 1) / (2 * kills + 1))
         pid = node.pid
         kill_at = scene.kill_node(node)
         held.append((kill_at, held_by(scene.database_url, pid)))
-        time.sleep(10)  # the survivor alone; then the node comes back and its workers reconnect
+        back_at = time.time() + 10  # the survivor alone; then the node comes back and its workers reconnect
+        settled.append(settle_time(scene.database_url, pid, kill_at, back_at))
+        time.sleep(max(0.0, back_at - time.time()))
         node.start()
     scene.held = held  # type: ignore[attr-defined]  # read by the audit, once the logs are complete
-    return Outcome(f"{kills} node SIGKILL{'s' if kills > 1 else ''}, {sum(len(h) for _, h in held)} tasks held")
+    faults = f"{kills} node SIGKILL{'s' if kills > 1 else ''}, {sum(len(h) for _, h in held)} tasks held"
+    return Outcome(faults, settled=settled)
+
+
+def settle_time(database_url: str, pid: int, kill_at: float, until: float) -> float:
+    """Seconds from a node's SIGKILL until it held no lease (its tasks settled
+    elsewhere), polled every 0.1 s until *until* (then inf)."""
+    while time.time() < until:
+        with contextlib.suppress(psycopg.Error):
+            if not held_by(database_url, pid):
+                return time.time() - kill_at
+        time.sleep(0.1)
+    return float("inf")
 
 
 def rolling_sigterm(scene: Scene, plan: Plan) -> Outcome:
@@ -389,6 +406,7 @@ class Result:
     no_answer: int
     no_answer_stored: int
     rescue: float | None
+    settled: float | None
     seconds: float
     phases: str
     errors: dict[int, int]
@@ -524,6 +542,7 @@ def count(
         no_answer=sum(tally.no_answer.values()),
         no_answer_stored=tally.no_answer_stored,
         rescue=max(outcome.rescues) if outcome.rescues else None,
+        settled=max(outcome.settled) if outcome.settled else None,
         seconds=phases.total(),
         phases=str(phases),
         errors=dict(tally.statuses),
@@ -544,12 +563,15 @@ COLUMNS = (
     "result died",
     "lease undone",
     "no answer",
+    "settled",
     "rescue",
 )
 
 
 def row(result: Result) -> list[str]:
-    rescue = "-" if result.rescue is None or math.isnan(result.rescue) else f"{result.rescue:.1f} s"
+    rescue, settled = (
+        "-" if value is None or math.isnan(value) else f"{value:.1f} s" for value in (result.rescue, result.settled)
+    )
     return [
         result.scenario,
         f"{result.acked:,}",
@@ -561,6 +583,7 @@ def row(result: Result) -> list[str]:
         str(result.result_died),
         str(result.lease_undone),
         f"{result.no_answer} ({result.no_answer_stored})",
+        settled,
         rescue,
     ]
 

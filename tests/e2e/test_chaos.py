@@ -80,3 +80,10 @@ def test_a_graceful_shutdown_leaves_no_stored_enqueue_unanswered(scenario, name:
 @pytest.mark.parametrize("name", [n for n in ALL if n != "poison"])
 def test_no_worker_process_exits_by_itself(scenario, name: str) -> None:
     assert scenario(name).worker_exits == 0
+
+
+def test_a_killed_nodes_leases_are_settled_while_it_is_down(scenario) -> None:
+    # The node stays down 10 s, its leases run 60 s: only a rescue of the
+    # dead node (docs/architecture.md, "Node death") settles them meanwhile.
+    result = scenario("node-kill")
+    assert result.settled is not None and result.settled != float("inf"), result
