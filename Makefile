@@ -43,12 +43,13 @@ bench: venv
 	$(PY) bench/webhook_bench.py
 
 # Celery and procrastinate in a venv of their own, then the side-by-side run.
-bench-peers: venv
-	@set -e; if [ ! -x bench/.peers/bin/python ]; then \
-	  $$(scripts/find-python) -m venv bench/.peers; \
-	  bench/.peers/bin/pip install --quiet -r bench/requirements-peers.txt; \
-	fi
-	$(PY) bench/compare.py
+bench-peers: venv bench/.peers/.installed
+	$(PY) bench/compare.py $(COMPARE_ARGS)
+
+bench/.peers/.installed: bench/requirements-peers.txt
+	@set -e; if [ ! -x bench/.peers/bin/python ]; then $$(scripts/find-python) -m venv bench/.peers; fi
+	bench/.peers/bin/pip install --quiet -r bench/requirements-peers.txt
+	@touch $@
 
 # The Connect wire's generated code, committed: run after editing conveyor/v1/*.proto
 # (tests/unit/test_proto_codegen.py fails while the committed code is stale).

@@ -13,7 +13,6 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NoReturn
 
 ROOT = Path(__file__).resolve().parents[1]
 PG_ADMIN = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
@@ -35,51 +34,6 @@ def fresh_database(backend: str, name: str = "conveyor_bench") -> str:
     env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "conveyor_site.settings"}
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
     return url
-
-
-@contextlib.contextmanager
-def durable_redis() -> Iterator[str | None]:
-    """A private redis-server on a free loopback port that fsyncs every write
-    (append-only file, ``appendfsync always``); yields its URL, or None when
-    redis-server is not installed.
-
-    A peer on it keeps what it accepted through a Redis crash, as Conveyor
-    keeps what PostgreSQL committed: the same promise, so a fair comparison.
-    """
-    if shutil.which("redis-server") is None:
-        yield None
-        return
-    import redis
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    workdir = tempfile.mkdtemp(prefix="conveyor-bench-redis-")
-    argv = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", ""]
-    argv += ["--appendonly", "yes", "--appendfsync", "always", "--dir", workdir]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
-    try:
-        deadline = time.time() + 10
-        while True:
-            try:
-                # The server we started, not another that took the port first.
-                if redis.Redis.from_url(url).config_get("appendfsync") == {"appendfsync": "always"}:
-                    break
-                raise SystemExit(f"another Redis answers on port {port}")
-            except redis.ConnectionError:
-                if time.time() > deadline or proc.poll() is not None:
-                    raise SystemExit("the private redis-server did not start") from None
-                time.sleep(0.05)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def vacuum(database_url: str) -> None:
@@ -126,15 +80,6 @@ def at_rate(count: int, rate: float, send: Callable[[int], None]) -> None:
         pause = next_at - time.perf_counter()
         if pause > 0:
             time.sleep(pause)
-
-
-def serve(proc: subprocess.Popen) -> NoReturn:
-    """Hold a peer's worker *proc* for bench/compare.py's latency rounds: say
-    "ready" (on standard output, once it is started), pass SIGTERM on to it,
-    and exit with its status."""
-    signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
-    print("ready", flush=True)
-    sys.exit(proc.wait())
 
 
 def rate(count: int, seconds: float) -> str:
@@ -197,3 +142,134 @@ def print_table(rows: list[tuple[str, str, str]], results: dict[str, dict[str, f
     for label, key, fmt in rows:
         cells = [fmt.format(results[n][key]) if key in results[n] else "-" for n in names]
         print(f"{label:{width}}" + "".join(f"{c:>15}" for c in cells))
+
+
+def machine_busy_seconds() -> float:
+    """CPU time the whole machine has spent busy so far, all cores (from
+    /proc/stat: user, nice, system, irq, softirq and steal; idle and iowait
+    left out), in seconds."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def process_tree(root: int) -> list[int]:
+    """*root* and its live descendants (from /proc/<pid>/stat's parent ids)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(children.get(pid, []))
+    return tree
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """CPU time (user + system) of *root*'s process tree so far, in seconds:
+    each live process's own, plus what its children that exited used (the
+    kernel adds a child's time to its parent's when the parent reaps it)."""
+    total = 0
+    for pid in process_tree(root):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def tree_rss_mb(root: int) -> float:
+    """Peak resident memory (VmHWM) summed over *root*'s live process tree, in MB."""
+    return sum(m for m in (peak_rss_mb(pid) for pid in process_tree(root)) if m == m)
+
+
+def stop_tree(proc: subprocess.Popen, timeout: float = 30) -> None:
+    """SIGTERM a worker *proc* started in a session of its own
+    (``start_new_session=True``) and wait; if it has not exited by *timeout*,
+    SIGKILL its process group."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
+def measure_drain(
+    start_worker: Callable[[], subprocess.Popen], done: Callable[[], int], tasks: int, timeout: float = 3600
+) -> dict[str, float]:
+    """Drain *tasks* already queued: start the worker, and time from its start
+    until ``done()`` reaches *tasks*. Returns tasks/s, the whole machine's CPU
+    per task over that time (/proc/stat: every process, this one's polling
+    and other tenants' work included), the worker process tree's own CPU per
+    task (its start-up included) and its peak RSS summed over its processes."""
+    busy, start = machine_busy_seconds(), time.perf_counter()
+    proc = start_worker()
+    try:
+        deadline = time.time() + timeout
+        while done() < tasks:
+            if time.time() > deadline or proc.poll() is not None:
+                raise SystemExit(f"the drain did not finish ({done()} of {tasks} done)")
+            time.sleep(0.02)
+        elapsed = time.perf_counter() - start
+        machine = machine_busy_seconds() - busy
+        worker_cpu, rss = tree_cpu_seconds(proc.pid), tree_rss_mb(proc.pid)
+    finally:
+        stop_tree(proc)
+    return {
+        "drain_per_s": tasks / elapsed,
+        "machine_cpu_ms": machine / tasks * 1000,
+        "worker_cpu_ms": worker_cpu / tasks * 1000,
+        "worker_rss_mb": rss,
+    }
+
+
+@contextlib.contextmanager
+def private_redis(fsync: bool = False) -> Iterator[str]:
+    """A private redis-server on a free loopback port, no persistence (or,
+    with *fsync*, an append-only file fsynced at every write); yields its URL
+    (database 0)."""
+    if shutil.which("redis-server") is None:
+        raise SystemExit("redis-server is not installed (Debian: apt-get install redis-server)")
+    import redis
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    workdir = tempfile.mkdtemp(prefix="conveyor-bench-redis-")
+    argv = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--dir", workdir]
+    argv += ["--appendonly", "yes", "--appendfsync", "always"] if fsync else ["--appendonly", "no"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        deadline = time.time() + 10
+        while True:
+            try:
+                # The server we started, not another that took the port first.
+                if redis.Redis.from_url(url).config_get("dir") == {"dir": workdir}:
+                    break
+                raise SystemExit(f"another Redis answers on port {port}")
+            except redis.ConnectionError:
+                if time.time() > deadline or proc.poll() is not None:
+                    raise SystemExit("the private redis-server did not start") from None
+                time.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -1,291 +1,243 @@
-"""Conveyor side by side with Celery (Redis) and procrastinate (PostgreSQL), in one run.
+"""Conveyor side by side with Celery, RQ, Dramatiq, procrastinate and django-tasks-db, in one run.
 
     make bench-peers        # creates bench/.peers with the peers, then runs this
+    .venv/bin/python bench/compare.py --slots 2,50 --rounds 3
 
-Same workload for each: enqueue one by one, enqueue in bulk, drain N no-op
-tasks with concurrency 50, enqueue->start latency at a steady rate. Then
-the one-by-one enqueue again, in rounds that alternate between the systems
-(``--rounds``, ``--round-tasks``): the machine's speed drifts between the
-full runs, and the rounds give every system the same moments. The latency
-at the steady rate too (``--latency-rounds``, ``--latency-round-tasks``).
-Conveyor runs in its production shape (PostgreSQL + Redis, one node). The
-peers enqueue through their client library from the producer's process;
-Conveyor's equivalent is enqueuing from Django code (the broker, straight to
-PostgreSQL), shown next to its REST API numbers. Celery runs twice: on the
-machine's Redis (no persistence: what it accepted is lost if Redis dies) and
-on a private Redis that fsyncs every write ("celery+fsync"), the promise
-Conveyor makes with PostgreSQL.
+Every system runs at each size in ``--slots`` (total worker slots: tasks
+that may run at once), in its best configuration at that size:
+
+  conveyor          one SDK worker process (AsyncWorker), concurrency SLOTS,
+                    prefetch 0 (and one column per ``--conveyor-prefetch N``)
+  celery-threads    Celery on Redis, ``-P threads -c SLOTS``
+  celery-prefork    Celery on Redis, ``-P prefork -c SLOTS``
+                    (both acks_late, prefetch multiplier at its default 4)
+  rq                RQ's WorkerPool of SLOTS SimpleWorkers
+  dramatiq          Dramatiq on Redis, processes x threads = SLOTS
+  procrastinate     one worker, ``--concurrency SLOTS``
+  django-tasks      django-tasks-db: SLOTS ``db_worker`` processes
+
+Measured per system (no worker running): enqueue one by one and in bulk
+through its client library (Conveyor: from Django code, and over HTTP
+through the SDK's Client). Per system and size: the drain of ``--tasks``
+no-op tasks queued beforehand, timed from the worker's start to the last
+task done, with the whole machine's CPU per task (/proc/stat over the
+drain) and the worker process tree's own (/proc/<pid>/stat), and its RSS;
+then the enqueue -> start latency at ``--rate`` tasks/s from one producer
+on its client library. The phases run in ``--rounds`` rounds; within a
+round every system takes its turn at each phase, the first one rotating
+from round to round, so a slow moment of the machine falls on all alike.
+Rates and CPU are the median over the rounds; latency percentiles are over
+the samples of all rounds.
+
+Everything runs on loopback: a private redis-server for the Redis brokers,
+Conveyor's channel layer and the tasks' counter (``--durable-redis``: the
+brokers on a second one that fsyncs every write), and private databases on
+the machine's PostgreSQL (``BENCH_POSTGRES_URL``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import subprocess
 import sys
-import tempfile
-import time
+from dataclasses import dataclass, field
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import (
-    REDIS_URL,
-    ROOT,
-    durable_redis,
-    fresh_database,
-    latency_percentiles,
-    percentile_rows,
-    print_table,
-    take_latency_log,
-)
-from bench.dispatch_bench import Node, bench_backend, start_workers, stop_all, wait_sessions
+from bench.common import ROOT, latency_percentiles, percentile_rows, print_table, private_redis
+from bench.dispatch_bench import Node
 
 PEERS_PYTHON = ROOT / "bench" / ".peers" / "bin" / "python"
+LATENCY_WARMUP = 20  # unmeasured tasks at the start of each latency run
 
 
-def peer(script: str, args: argparse.Namespace, **env: str) -> dict[str, float]:
-    argv = [
-        str(PEERS_PYTHON),
-        str(ROOT / "bench" / "peers" / script),
-        str(args.tasks),
-        "50",
-        str(int(args.rate)),
-        str(args.latency_tasks),
+@dataclass
+class System:
+    name: str
+    python: str
+    script: str
+    env: dict[str, str]
+    variants: list[tuple[str, str]]  # (column, variant)
+    note: str = ""  # why it is left out, when it is
+    samples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def run(self, *args: object, timeout: float = 3600) -> dict[str, Any] | None:
+        argv = [self.python, str(ROOT / "bench" / self.script), *(str(a) for a in args)]
+        try:
+            out = subprocess.run(argv, cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            print(f"{self.name} {args[0]}: timed out", file=sys.stderr)
+            return None
+        if out.returncode != 0:
+            print(f"{self.name} {' '.join(map(str, args))} failed:\n{out.stderr[-3000:]}", file=sys.stderr)
+            return None
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def rotated(items: list[Any], r: int) -> list[Any]:
+    """The items in round *r*'s order: each round starts with the next one."""
+    k = r % len(items) if items else 0
+    return items[k:] + items[:k]
+
+
+def systems(args: argparse.Namespace, redis_url: str, broker_url: str, node: Node | None) -> list[System]:
+    """The systems of the run, each with its driver's environment. Redis
+    database numbers: 0 Conveyor's channel layer, 1 Celery, 2 RQ,
+    3 Dramatiq (of the brokers' Redis), 15 the counter."""
+    counter = redis_url.rsplit("/", 1)[0] + "/15"
+    base = {**os.environ, "PYTHONPATH": str(ROOT), "BENCH_COUNTER_URL": counter}
+
+    def broker(db: int) -> dict[str, str]:
+        return {**base, "BENCH_REDIS_URL": broker_url.rsplit("/", 1)[0] + f"/{db}"}
+
+    wanted = args.systems.split(",")
+    out = []
+    if "conveyor" in wanted and node is not None:
+        variants = [("conveyor", "p0")] + [(f"conveyor-p{n}", f"p{n}") for n in args.conveyor_prefetch]
+        env = {**node.env, "PYTHONPATH": str(ROOT), "BENCH_COUNTER_URL": counter, "CONVEYOR_URL": node.url}
+        out.append(System("conveyor", sys.executable, "compare_conveyor.py", env, variants))
+    peers = [
+        ("celery", "peers/celery_bench.py", broker(1), [("celery-threads", "threads"), ("celery-prefork", "prefork")]),
+        ("rq", "peers/rq_bench.py", broker(2), [("rq", "simple")]),
+        ("dramatiq", "peers/dramatiq_bench.py", broker(3), [("dramatiq", "procs")]),
+        ("procrastinate", "peers/procrastinate_bench.py", base, [("procrastinate", "async")]),
+        ("django-tasks", "peers/djtasks_bench.py", base, [("django-tasks", "procs")]),
     ]
-    out = subprocess.run(
-        argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **env}, capture_output=True, text=True, timeout=1800
-    )
-    if out.returncode != 0:
-        print(out.stderr[-2000:], file=sys.stderr)
-        return {}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    for name, script, env, variants in peers:
+        variants = [v for v in variants if name in wanted or v[0] in wanted]
+        if not variants:
+            continue
+        if not PEERS_PYTHON.exists():
+            print(f"bench/.peers is missing: run `make bench-peers` to compare with {name}", file=sys.stderr)
+            continue
+        out.append(System(name, str(PEERS_PYTHON), script, env, variants))
+    return out
 
 
-def in_process_env() -> dict[str, str]:
-    """The environment of a Django producer of a cluster (PostgreSQL and the Redis
-    channel layer) on a fresh database, for bench/broker_bench.py."""
-    url = fresh_database("postgres", "conveyor_compare_inproc")
-    env = {
-        **os.environ,
-        "DATABASE_URL": url,
-        "REDIS_URL": REDIS_URL,
-        "DJANGO_SETTINGS_MODULE": "conveyor_site.settings",
-    }
-    env["CONVEYOR_CHANNEL_PREFIX"] = "bench_compare"  # wakes no node of another run
-    return env
+def columns(run: list[System]) -> list[tuple[System, str, str]]:
+    return [(s, column, variant) for s in run for column, variant in s.variants]
 
 
-def in_process(env: dict[str, str]) -> dict[str, float]:
-    """Conveyor's enqueue from Django code (no HTTP), as the peers' clients enqueue:
-    through the process's broker (``get_broker()``), wakes and events included."""
-    argv = [sys.executable, str(ROOT / "bench" / "broker_bench.py"), "--inner", "--process-broker", "--tasks", "10000"]
-    out = subprocess.run(argv, cwd=ROOT, env=env, check=True, capture_output=True, text=True)
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    return {"enqueue_code_one_run_per_s": result["enqueue_one"], "enqueue_code_batch_per_s": result["enqueue_batch"]}
+def median_row(samples: list[dict[str, Any]]) -> dict[str, float]:
+    keys = {k for s in samples for k in s if k != "samples"}
+    return {k: statistics.median(s[k] for s in samples if k in s) for k in keys}
 
 
-def rotated(names: list[str], r: int) -> list[str]:
-    """The systems in round *r*'s order: each round starts with the next one."""
-    k = r % len(names)
-    return names[k:] + names[:k]
-
-
-def interleaved_rounds(
-    rounds: int, count: int, conveyor_env: dict[str, str], fsync_url: str | None
-) -> dict[str, dict[str, float]]:
-    """Enqueue one by one from each system's client library in alternating rounds.
-
-    The full runs measure each system minutes apart, and this machine's speed
-    drifts by up to 2x within minutes (other tenants); a difference of 10-40%
-    between two systems is then the clock's as much as theirs. Here each
-    round runs every system once, back to back, starting with a different one
-    each time, so drift falls on all alike; the median round is reported.
-    Each round is a fresh process: ``ROUND_WARMUP`` untimed enqueues, then
-    *count* timed ones, from an empty queue.
-    """
-    peers = PEERS_PYTHON.exists()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    commands: dict[str, tuple[list[str], dict[str, str]]] = {
-        "conveyor": ([sys.executable, str(ROOT / "bench" / "broker_bench.py"), "--round", str(count)], conveyor_env)
-    }
-    if peers:
-        celery = [str(PEERS_PYTHON), str(ROOT / "bench" / "peers" / "celery_bench.py"), "round", str(count)]
-        commands["celery"] = (celery, env)
-        if fsync_url is not None:
-            commands["celery+fsync"] = (celery, {**env, "BENCH_REDIS_URL": fsync_url, "BENCH_COUNTER_URL": REDIS_URL})
-        procrastinate = [str(PEERS_PYTHON), str(ROOT / "bench" / "peers" / "procrastinate_bench.py"), "round"]
-        commands["procrastinate"] = ([*procrastinate, str(count)], env)
-    names = list(commands)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(rounds):
-        for name in rotated(names, r):
-            argv, run_env = commands[name]
-            out = subprocess.run(argv, cwd=ROOT, env=run_env, check=True, capture_output=True, text=True)
-            samples[name].append(json.loads(out.stdout.strip().splitlines()[-1])["per_s"])
-    return {
-        name: {
-            "enqueue_code_one_per_s": statistics.median(values),
-            "enqueue_code_one_min_per_s": min(values),
-            "enqueue_code_one_max_per_s": max(values),
-        }
-        for name, values in samples.items()
-    }
-
-
-LATENCY_WARMUP = 20  # unmeasured tasks at the start of each latency round
-
-
-def latency_rounds(rounds: int, count: int, rate: float, fsync_url: str | None) -> dict[str, dict[str, float]]:
-    """Enqueue -> start latency from each system's client library, in rounds
-    that alternate between the systems, as ``interleaved_rounds`` does for
-    the enqueue (a p99 is the slowest 1% of the samples: the moments the
-    machine stalls, which should fall on every system alike).
-
-    Every system's worker (concurrency 50) runs through all rounds; a round
-    is a fresh producer process sending ``LATENCY_WARMUP`` unmeasured then
-    *count* measured tasks at *rate* per second, and waiting until they all
-    ran. A first unrecorded round each lets every worker come up.
-    """
-    import redis
-
-    counter = redis.Redis.from_url(REDIS_URL)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    handle, latency_log = tempfile.mkstemp(prefix="conveyor-latency-")
-    os.close(handle)
-    node = Node("cluster")
-    workers: list[subprocess.Popen] = []
-    servers: list[subprocess.Popen] = []
-    lists: dict[str, str] = {}  # system -> its samples' list in the machine's Redis (seconds)
-
-    def conveyor_round(n: int) -> None:
-        producer = [sys.executable, str(ROOT / "bench" / "code_producer.py"), "code", str(rate), str(n)]
-        subprocess.run([*producer, str(LATENCY_WARMUP)], cwd=ROOT, env=node.env, check=True, timeout=900)
-        deadline = time.time() + 600
-        while node.unfinished("code"):
-            if time.time() > deadline:
-                raise SystemExit("conveyor's latency round did not finish")
-            time.sleep(0.05)
-
-    producers = {"conveyor": conveyor_round}
-    try:
-        workers = start_workers(node.url, 1, 50, "code=1", latency_log)
-        wait_sessions(node, 1)
-        if PEERS_PYTHON.exists():
-            peers = {
-                "celery": ("celery_bench.py", {}, "celerybench"),
-                "procrastinate": ("procrastinate_bench.py", {}, "procbench"),
-            }
-            if fsync_url is not None:
-                fsync_env = {
-                    "BENCH_REDIS_URL": fsync_url,
-                    "BENCH_COUNTER_URL": REDIS_URL,
-                    "BENCH_PREFIX": "celeryfsync",
-                }
-                peers["celery+fsync"] = ("celery_bench.py", fsync_env, "celeryfsync")
-            for name, (script, extra, prefix) in peers.items():
-                argv = [str(PEERS_PYTHON), str(ROOT / "bench" / "peers" / script)]
-                server = subprocess.Popen(
-                    [*argv, "serve", "50"], cwd=ROOT, env={**env, **extra}, stdout=subprocess.PIPE, text=True
-                )
-                servers.append(server)
-                assert server.stdout is not None
-                if server.stdout.readline().strip() != "ready":  # its database and worker are set up
-                    raise SystemExit(f"{name}'s worker did not start")
-                lists[name] = f"{prefix}:latency"
-
-                def peer_round(n: int, argv: list[str] = argv, extra: dict[str, str] = extra) -> None:
-                    round_argv = [*argv, "latency-round", str(n), str(rate), str(LATENCY_WARMUP)]
-                    subprocess.run(round_argv, cwd=ROOT, env={**env, **extra}, check=True, timeout=900)
-
-                producers[name] = peer_round
-        names = list(producers)
-        for name in names:
-            producers[name](0)  # its worker is up and has run a task
-        if lists:
-            counter.delete(*lists.values())
-        for r in range(rounds):
-            for name in rotated(names, r):
-                producers[name](count)
-        samples = {name: [float(x) for x in counter.lrange(key, 0, -1)] for name, key in lists.items()}
-        stop_all(workers)
-        workers = []
-        samples["conveyor"] = [float(parts[0]) for parts in take_latency_log(latency_log) if parts[1] == "code"]
-    finally:
-        stop_all(workers)
-        for proc in servers:
-            proc.terminate()
-        for proc in servers:
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-        node.stop()
-        if os.path.exists(latency_log):
-            os.unlink(latency_log)
-    return {
-        name: latency_percentiles(values, "rounds") | {"rounds_samples": len(values)}
-        for name, values in samples.items()
-    }
+def measure(args: argparse.Namespace, run: list[System]) -> dict[str, dict[str, float]]:
+    """The rounds; returns the table's cells: by system (enqueue) and by
+    ``column@slots`` (drain, latency)."""
+    for system in run:
+        if system.run("setup") is None:
+            system.note = "its setup failed (see above)"
+    run = [s for s in run if not s.note]
+    enqueue: dict[str, list[dict[str, Any]]] = {s.name: [] for s in run}
+    drain: dict[str, list[dict[str, Any]]] = {}
+    latency: dict[str, list[float]] = {}
+    for r in range(args.rounds):
+        print(f"round {r + 1} of {args.rounds}: enqueue", file=sys.stderr, flush=True)
+        for system in rotated(run, r):
+            if (row := system.run("enqueue", args.enqueue_tasks)) is not None:
+                enqueue[system.name].append(row)
+        for slots in args.slots:
+            print(f"round {r + 1}: drain at {slots} slots", file=sys.stderr, flush=True)
+            for system, column, variant in rotated(columns(run), r):
+                if (row := system.run("drain", args.tasks, slots, variant)) is not None:
+                    drain.setdefault(f"{column}@{slots}", []).append(row)
+        for slots in args.slots:
+            print(f"round {r + 1}: latency at {slots} slots", file=sys.stderr, flush=True)
+            for system, column, variant in rotated(columns(run), r):
+                row = system.run("latency", args.latency_tasks, args.rate, slots, variant, LATENCY_WARMUP)
+                if row is not None:
+                    latency.setdefault(f"{column}@{slots}", []).extend(row["samples"])
+    cells: dict[str, dict[str, float]] = {name: median_row(rows) for name, rows in enqueue.items() if rows}
+    for key, rows in drain.items():
+        cells[key] = median_row(rows)
+    for key, values in latency.items():
+        cells.setdefault(key, {}).update(latency_percentiles(values, "lat") | {"lat_samples": len(values)})
+    return cells
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tasks", type=int, default=20000)
-    parser.add_argument("--rate", type=float, default=200.0)
-    parser.add_argument("--latency-tasks", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved one-by-one enqueue rounds (default 5)")
-    parser.add_argument("--round-tasks", type=int, default=2000, help="enqueues per round (default 2000)")
-    parser.add_argument("--latency-rounds", type=int, default=8, help="interleaved latency rounds (default 8)")
+    parser.add_argument("--slots", default="2,50", help="worker slot counts, comma-separated (default 2,50)")
+    parser.add_argument("--tasks", type=int, default=5000, help="no-op tasks per drain (default 5000)")
+    parser.add_argument("--enqueue-tasks", type=int, default=2000, help="tasks per enqueue measurement (default 2000)")
+    parser.add_argument("--rate", type=float, default=50.0, help="tasks/s of the latency runs (default 50)")
     parser.add_argument(
-        "--latency-round-tasks", type=int, default=500, help="measured tasks per latency round (default 500)"
+        "--latency-tasks", type=int, default=500, help="measured tasks per latency run and round (default 500)"
     )
+    parser.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
+    parser.add_argument(
+        "--systems",
+        default="conveyor,celery,rq,dramatiq,procrastinate,django-tasks",
+        help="systems or columns to run, comma-separated (celery-threads, celery-prefork: one of Celery's pools)",
+    )
+    parser.add_argument(
+        "--conveyor-prefetch",
+        default="",
+        help="also run Conveyor's worker with Worker(prefetch=N), one column per N, comma-separated",
+    )
+    parser.add_argument(
+        "--durable-redis", action="store_true", help="the Redis brokers on a private Redis that fsyncs every write"
+    )
+    parser.add_argument("--json", action="store_true", help="print the cells as JSON instead of tables")
     args = parser.parse_args()
-    results = {"conveyor": bench_backend("cluster", args.tasks, 2, 50, args.rate, args.latency_tasks)}
-    conveyor_env = in_process_env()
-    results["conveyor"].update(in_process(conveyor_env))
-    # Celery also on a Redis that keeps what it accepted.
-    with durable_redis() as fsync_url:
-        if PEERS_PYTHON.exists():
-            results["celery"] = peer("celery_bench.py", args)
-            if fsync_url is not None:
-                results["celery+fsync"] = peer(
-                    "celery_bench.py", args, BENCH_REDIS_URL=fsync_url, BENCH_COUNTER_URL=REDIS_URL
-                )
-            results["procrastinate"] = peer("procrastinate_bench.py", args)
-        else:
-            print(
-                "bench/.peers is missing: run `make bench-peers` to compare with Celery and procrastinate",
-                file=sys.stderr,
-            )
-        if args.rounds > 0:
-            for name, row in interleaved_rounds(args.rounds, args.round_tasks, conveyor_env, fsync_url).items():
-                results[name].update(row)
-        if args.latency_rounds > 0:
-            measured = latency_rounds(args.latency_rounds, args.latency_round_tasks, args.rate, fsync_url)
-            for name, row in measured.items():
-                results[name].update(row)
-    rows = [
-        (f"enqueue one-by-one, client library, median of {args.rounds} rounds", "enqueue_code_one_per_s", "{:,.0f}"),
-        ("    slowest round", "enqueue_code_one_min_per_s", "{:,.0f}"),
-        ("    fastest round", "enqueue_code_one_max_per_s", "{:,.0f}"),
-        ("enqueue one-by-one, client library, in the full run", "enqueue_code_one_run_per_s", "{:,.0f}"),
-        ("enqueue in bulk, client library (tasks/s)", "enqueue_code_batch_per_s", "{:,.0f}"),
-        ("enqueue one-by-one over HTTP, SDK Client (tasks/s)", "enqueue_one_sdk_per_s", "{:,.0f}"),
-        ("enqueue one-by-one over HTTP, http.client (tasks/s)", "enqueue_one_stdlib_per_s", "{:,.0f}"),
-        ("node CPU per one-by-one HTTP enqueue (ms)", "node_cpu_per_enqueue_ms", "{:.2f}"),
-        ("enqueue one-by-one over HTTP, 8 producers", "enqueue_one_8_per_s", "{:,.0f}"),
-        ("enqueue in bulk over HTTP (tasks/s)", "enqueue_batch_per_s", "{:,.0f}"),
-        (f"drain {args.tasks:,} no-op, concurrency 50 (tasks/s)", "drain_per_s", "{:,.0f}"),
-        *percentile_rows(f"latency {{p}} at {args.rate:.0f}/s, client library (ms)", "code"),
-        *percentile_rows(f"same, {args.latency_rounds} interleaved rounds, {{p}} (ms)", "rounds", "{:.2f}"),
-        ("    samples", "rounds_samples", "{:,.0f}"),
-        *percentile_rows(f"latency {{p}} at {args.rate:.0f}/s over HTTP (ms)", "latency"),
-        ("worker peak RSS (MB)", "worker_rss_mb", "{:.0f}"),
-    ]
-    print_table(rows, results, width=60)
+    try:
+        args.slots = [int(s) for s in args.slots.split(",")]
+        args.conveyor_prefetch = [int(n) for n in args.conveyor_prefetch.split(",") if n]
+    except ValueError:
+        parser.error("--slots and --conveyor-prefetch take comma-separated integers")
+    if any(s < 1 for s in args.slots) or args.rounds < 1 or args.tasks < 1:
+        parser.error("--slots, --rounds and --tasks must be at least 1")
+
+    with contextlib.ExitStack() as stack:
+        redis_url = stack.enter_context(private_redis())
+        broker_url = stack.enter_context(private_redis(fsync=True)) if args.durable_redis else redis_url
+        node = None
+        if "conveyor" in args.systems.split(","):
+            node = Node("cluster", database="conveyor_compare", redis_url=redis_url)
+            stack.callback(node.stop)
+        run = systems(args, redis_url, broker_url, node)
+        cells = measure(args, run)
+    if args.json:
+        print(json.dumps(cells, indent=2))
+        return
+    enqueue_cols = {s.name: cells.get(s.name, {}) for s in run if not s.note}
+    print(f"\nenqueue, no worker running: median of {args.rounds} round(s) of {args.enqueue_tasks:,} tasks (tasks/s)")
+    print_table(
+        [
+            ("one by one, client library", "one_per_s", "{:,.0f}"),
+            ("bulk, client library", "bulk_per_s", "{:,.0f}"),
+            ("one by one over HTTP, SDK Client", "sdk_one_per_s", "{:,.0f}"),
+            ("bulk over HTTP, SDK Client", "sdk_bulk_per_s", "{:,.0f}"),
+        ],
+        enqueue_cols,
+        width=36,
+    )
+    for slots in args.slots:
+        cols = {column: cells.get(f"{column}@{slots}", {}) for _, column, _ in columns([s for s in run if not s.note])}
+        print(f"\n{slots} worker slots (drain and CPU: median of {args.rounds} round(s))")
+        print_table(
+            [
+                (f"drain {args.tasks:,} from worker start (tasks/s)", "drain_per_s", "{:,.0f}"),
+                ("machine CPU per task (ms)", "machine_cpu_ms", "{:.2f}"),
+                ("worker CPU per task (ms)", "worker_cpu_ms", "{:.2f}"),
+                ("worker peak RSS, all processes (MB)", "worker_rss_mb", "{:.0f}"),
+                *percentile_rows(f"latency {{p}} at {args.rate:.0f}/s (ms)", "lat", "{:.2f}"),
+                ("    samples", "lat_samples", "{:,.0f}"),
+            ],
+            cols,
+            width=36,
+        )
+    print("\n- : no such API (Celery, Dramatiq and django-tasks-db have no bulk enqueue) or the run failed")
+    for s in run:
+        if s.note:
+            print(f"{s.name}: not measured, {s.note}")
 
 
 if __name__ == "__main__":

@@ -54,11 +54,18 @@ from conveyor.sdk import Client
 
 
 class Node:
-    def __init__(self, backend: str, checkout: Path = ROOT) -> None:
-        """A node of *backend* on a fresh database, run from *checkout* (another
-        build's working tree, for a side-by-side run; the database is migrated
-        by this one's)."""
-        url = fresh_database("sqlite" if backend == "dev" else "postgres", "conveyor_dispatch_bench")
+    def __init__(
+        self,
+        backend: str,
+        checkout: Path = ROOT,
+        database: str = "conveyor_dispatch_bench",
+        redis_url: str = REDIS_URL,
+    ) -> None:
+        """A node of *backend* on a fresh database (*database* on PostgreSQL),
+        run from *checkout* (another build's working tree, for a side-by-side
+        run; the database is migrated by this one's); the cluster's channel
+        layer on *redis_url*."""
+        url = fresh_database("sqlite" if backend == "dev" else "postgres", database)
         env = {
             **os.environ,
             "DATABASE_URL": url,
@@ -73,7 +80,7 @@ class Node:
             env.pop("REDIS_URL", None)
         else:
             env.update(
-                REDIS_URL=REDIS_URL,
+                REDIS_URL=redis_url,
                 CONVEYOR_ALLOW_UNAUTHENTICATED="1",
                 CONVEYOR_CHANNEL_PREFIX=f"bench{uuid.uuid4().hex[:6]}",
             )

@@ -1,10 +1,14 @@
 """A benchmark worker: no-op async handler; records start latency when asked.
 
-    python bench/worker_proc.py URL --queues drain=1 --concurrency 25 [--latency-log FILE]
+    python bench/worker_proc.py URL --queues drain=1 --concurrency 25 [--prefetch N]
+        [--latency-log FILE] [--count PREFIX]
 
 With --latency-log, each task's payload carries {"t": <client send time>}
 and the worker writes "latency tag server_latency" per task (seconds; tag
 "idle" or "steady"; server_latency counts from the node's enqueue commit).
+With --count, each task does what every system's no-op does in
+bench/compare.py (bench/peers/driver.py's ``count_done``, on
+``BENCH_COUNTER_URL``).
 """
 
 from __future__ import annotations
@@ -26,14 +30,22 @@ def main() -> None:
     parser.add_argument("url")
     parser.add_argument("--queues", default="drain=1")
     parser.add_argument("--concurrency", type=int, default=25)
+    parser.add_argument("--prefetch", type=int, default=0)
     parser.add_argument("--latency-log")
+    parser.add_argument("--count", metavar="PREFIX")
     args = parser.parse_args()
     queues = {q.split("=")[0]: int(q.split("=")[1]) for q in args.queues.split(",")}
-    worker = AsyncWorker(args.url, queues=queues, concurrency=args.concurrency)
+    worker = AsyncWorker(args.url, queues=queues, concurrency=args.concurrency, prefetch=args.prefetch)
     samples: list[str] = []
+    if args.count:
+        from bench.peers.driver import count_done, counter_client
+
+        counter = counter_client()
 
     @worker.task("noop")
     async def noop(task: Task) -> None:
+        if args.count:
+            count_done(counter, args.count, task.payload.get("t") if isinstance(task.payload, dict) else None)
         if args.latency_log:
             now = time.time()
             sent = task.payload.get("t") if isinstance(task.payload, dict) else None
