@@ -192,6 +192,19 @@ def tree_rss_mb(root: int) -> float:
     return sum(m for m in (peak_rss_mb(pid) for pid in process_tree(root)) if m == m)
 
 
+def tree_pss_mb(root: int) -> float:
+    """Proportional set size summed over *root*'s live process tree, in MB:
+    a page shared by k of its processes (a forked pool's) counts 1/k in each."""
+    total = 0
+    for pid in process_tree(root):
+        try:
+            lines = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
+        except OSError:
+            continue
+        total += sum(int(line.split()[1]) for line in lines if line.startswith("Pss:"))
+    return total / 1024
+
+
 def stop_tree(proc: subprocess.Popen, timeout: float = 30) -> None:
     """SIGTERM a worker *proc* started in a session of its own
     (``start_new_session=True``) and wait; if it has not exited by *timeout*,
@@ -224,7 +237,7 @@ def measure_drain(
             time.sleep(0.02)
         elapsed = time.perf_counter() - start
         machine = machine_busy_seconds() - busy
-        worker_cpu, rss = tree_cpu_seconds(proc.pid), tree_rss_mb(proc.pid)
+        worker_cpu, rss, pss = tree_cpu_seconds(proc.pid), tree_rss_mb(proc.pid), tree_pss_mb(proc.pid)
     finally:
         stop_tree(proc)
     return {
@@ -232,6 +245,7 @@ def measure_drain(
         "machine_cpu_ms": machine / tasks * 1000,
         "worker_cpu_ms": worker_cpu / tasks * 1000,
         "worker_rss_mb": rss,
+        "worker_pss_mb": pss,
     }
 
 

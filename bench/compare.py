@@ -14,7 +14,8 @@ that may run at once), in its best configuration at that size:
   rq                RQ's WorkerPool of SLOTS SimpleWorkers
   dramatiq          Dramatiq on Redis, processes x threads = SLOTS
   procrastinate     one worker, ``--concurrency SLOTS``
-  django-tasks      django-tasks-db: SLOTS ``db_worker`` processes
+  django-tasks      django-tasks-db: SLOTS ``db_worker`` processes, polling
+                    20 times a second between them when idle
 
 Measured per system (no worker running): enqueue one by one and in bulk
 through its client library (Conveyor: from Django code, and over HTTP
@@ -228,11 +229,12 @@ def main() -> None:
                 ("machine CPU per task (ms)", "machine_cpu_ms", "{:.2f}"),
                 ("worker CPU per task (ms)", "worker_cpu_ms", "{:.2f}"),
                 ("worker peak RSS, all processes (MB)", "worker_rss_mb", "{:.0f}"),
+                ("worker PSS at the end, all processes (MB)", "worker_pss_mb", "{:.0f}"),
                 *percentile_rows(f"latency {{p}} at {args.rate:.0f}/s (ms)", "lat", "{:.2f}"),
                 ("    samples", "lat_samples", "{:,.0f}"),
             ],
             cols,
-            width=36,
+            width=44,
         )
     print("\n- : no such API (Celery, Dramatiq and django-tasks-db have no bulk enqueue) or the run failed")
     for s in run:

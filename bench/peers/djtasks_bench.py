@@ -2,8 +2,10 @@
 PostgreSQL, for bench/compare.py (see bench/peers/driver.py).
 
 Variant ``procs``: SLOTS ``manage.py db_worker`` processes (each runs one
-task at a time), polling every ``BENCH_DJTASKS_INTERVAL`` seconds when idle
-(0.1; the command's default is 1), no start-up delay. Its database is
+task at a time), no start-up delay, each polling every SLOTS /
+``BENCH_DJTASKS_POLLS`` seconds when idle: the pool polls 20 times a second
+whatever its size (0.1 s at 2 slots, 2.5 s at 50; the command's default is
+1 s a process, and 50 processes polling every 0.1 s load 2 cores alone). Its database is
 ``BENCH_DJTASKS_DB`` (djtasks_compare). It has no bulk enqueue. Runs inside
 bench/.peers (``make bench-peers``).
 
@@ -23,7 +25,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.peers.djtasks_settings")
 from bench.common import PG_ADMIN, vacuum
 from bench.peers.driver import System, main, popen
 
-INTERVAL = os.environ.get("BENCH_DJTASKS_INTERVAL", "0.1")
+POLLS = float(os.environ.get("BENCH_DJTASKS_POLLS", "20"))  # a second, the whole pool's, when idle
 
 
 def database_url() -> str:
@@ -73,7 +75,8 @@ class DjangoTasks(System):
 
 
 def pool(slots: int) -> None:
-    argv = [sys.executable, "-m", "django", "db_worker", "--interval", INTERVAL, "--no-startup-delay", "-v0"]
+    interval = f"{slots / POLLS:g}"
+    argv = [sys.executable, "-m", "django", "db_worker", "--interval", interval, "--no-startup-delay", "-v0"]
     procs = [subprocess.Popen(argv) for _ in range(slots)]
     signal.signal(signal.SIGTERM, lambda *_: [p.terminate() for p in procs])
     for p in procs:

@@ -31,7 +31,7 @@ import redis
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from bench.common import ROOT, ROUND_WARMUP, at_rate, measure_drain, stop_tree
+from bench.common import ROOT, ROUND_WARMUP, at_rate, measure_drain, stop_tree, tree_cpu_seconds
 
 COUNTER_URL = os.environ.get("BENCH_COUNTER_URL", "redis://127.0.0.1:6379/0")
 
@@ -164,8 +164,21 @@ def drain_phase(system: System, tasks: int, slots: int, variant: str) -> dict[st
     return out
 
 
+def settle(proc: subprocess.Popen, timeout: float = 120) -> None:
+    """Wait until the worker's process tree is idle (under a fifth of a core
+    over half a second): all of a pool's processes have started."""
+    deadline = time.time() + timeout
+    used = tree_cpu_seconds(proc.pid)
+    while time.time() < deadline:
+        time.sleep(0.5)
+        now = tree_cpu_seconds(proc.pid)
+        if now - used < 0.1:
+            return
+        used = now
+
+
 def latency_phase(system: System, count: int, rate: float, slots: int, variant: str, warmup: int) -> dict[str, Any]:
-    """Start the worker, wait for it to run one task, then send *warmup*
+    """Start the worker, wait for it to run one task and to be idle, then send *warmup*
     unmeasured and *count* measured tasks at *rate* per second from one
     producer on a fixed schedule (a slow enqueue delays the next)."""
     counter = counter_client()
@@ -177,6 +190,7 @@ def latency_phase(system: System, count: int, rate: float, slots: int, variant: 
         with system.opened():
             system.enqueue()
             wait_done(counter, system.prefix, 1, timeout=300)  # the worker is up
+            settle(proc)  # and all its processes are
             counter.delete(*keys)
             at_rate(warmup + count, rate, lambda i: system.enqueue(time.time() if i >= warmup else None))
         wait_done(counter, system.prefix, warmup + count)
