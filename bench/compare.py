@@ -15,7 +15,7 @@ that may run at once), in its best configuration at that size:
   dramatiq          Dramatiq on Redis, processes x threads = SLOTS
   procrastinate     one worker, ``--concurrency SLOTS``
   django-tasks      django-tasks-db: SLOTS ``db_worker`` processes, polling
-                    20 times a second between them when idle
+                    50 times a second between them when idle
 
 Measured per system (no worker running): enqueue one by one and in bulk
 through its client library (Conveyor: from Django code, and over HTTP

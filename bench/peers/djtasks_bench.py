@@ -3,9 +3,9 @@ PostgreSQL, for bench/compare.py (see bench/peers/driver.py).
 
 Variant ``procs``: SLOTS ``manage.py db_worker`` processes (each runs one
 task at a time), no start-up delay, each polling every SLOTS /
-``BENCH_DJTASKS_POLLS`` seconds when idle: the pool polls 20 times a second
-whatever its size (0.1 s at 2 slots, 2.5 s at 50; the command's default is
-1 s a process, and 50 processes polling every 0.1 s load 2 cores alone). Its database is
+``BENCH_DJTASKS_POLLS`` seconds when idle: the pool polls 50 times a second
+whatever its size, as often as tasks come in the latency run (0.04 s at
+2 slots; 1 s at 50, the command's default). Its database is
 ``BENCH_DJTASKS_DB`` (djtasks_compare). It has no bulk enqueue. Runs inside
 bench/.peers (``make bench-peers``).
 
@@ -25,7 +25,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.peers.djtasks_settings")
 from bench.common import PG_ADMIN, vacuum
 from bench.peers.driver import System, main, popen
 
-POLLS = float(os.environ.get("BENCH_DJTASKS_POLLS", "20"))  # a second, the whole pool's, when idle
+POLLS = float(os.environ.get("BENCH_DJTASKS_POLLS", "50"))  # a second, the whole pool's, when idle
 
 
 def database_url() -> str:
