@@ -2,7 +2,8 @@
 
 It serves every task type named in ``--types``; the payload says what to do:
 ``{"sleep": 2}``, ``{"progress": 40}`` (then sleeps until canceled),
-``{"fail": true}``, ``{"skip": true}``. Anything else completes at once with
+``{"fail": true}``, ``{"skip": true}``, ``{"fail_times": 3}`` (fails its first
+three attempts). Anything else completes at once with
 a small result.
 """
 
@@ -40,6 +41,8 @@ def main() -> None:
             await asyncio.sleep(float(spec["sleep"]))
         if spec.get("skip"):
             raise SkipRetry(spec.get("error", "refused: bad input"))
+        if spec.get("fail_times") and task.attempt <= int(spec["fail_times"]):
+            raise RuntimeError(f"attempt {task.attempt} failed on purpose")
         if spec.get("fail"):
             raise RuntimeError(spec.get("error", "asked to fail"))
         return {"ok": True, "handled": task.type}

@@ -67,6 +67,38 @@ def size(n: int | None) -> str:
     return present.human_size(int(n or 0))
 
 
+# An attempt's outcome -> the badge colour of the state or event it is like.
+ATTEMPT_TONES = {
+    "completed": "s-completed",
+    "retry": "s-retry",
+    "failed": "s-archived",
+    "released": "k-released",
+    "crashed": "warn",
+    "lease-expired": "warn",
+}
+
+
+@register.filter
+def attempt_badge(outcome: str) -> str:
+    return format_html('<span class="badge {}">{}</span>', ATTEMPT_TONES.get(outcome, ""), outcome)
+
+
+@register.filter
+def took(attempt: Any) -> str:
+    """How long an attempt ran, from its start to its outcome (ms under a second)."""
+    if attempt.started_at is None:
+        return "—"
+    seconds = max(0.0, (attempt.finished_at - attempt.started_at).total_seconds())
+    if seconds < 1:
+        return f"{round(seconds * 1000)} ms"
+    return f"{seconds:.1f} s" if seconds < 60 else present.span(seconds)
+
+
+@register.filter
+def first_line(text: str) -> str:
+    return (text or "").strip().split("\n", 1)[0]
+
+
 @register.filter
 def state_badge(state: str) -> str:
     return format_html('<span class="badge s-{}">{}</span>', state, state)

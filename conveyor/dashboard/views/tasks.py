@@ -12,6 +12,7 @@ from django.urls import reverse
 
 from conveyor.broker import IdResult, get_broker
 from conveyor.broker.filters import parse_filter
+from conveyor.conf import conveyor_settings
 from conveyor.dashboard.present import STATE_NAMES, present_body, present_payload
 from conveyor.dashboard.views.common import mutation, page, redirect_back, report, staff
 from conveyor.durations import parse_duration
@@ -251,6 +252,8 @@ def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
             "down_total": down_total,
             "allowed": allowed,
             "attempts": task.max_retry + 1,
+            "history": get_broker().task_attempts(task.id),
+            "kept": conveyor_settings.ATTEMPTS_KEPT,
             "related_ids": [task.id, *(d["id"] for d in upstream), *(d["id"] for d in downstream)],
         },
         nav="tasks",
