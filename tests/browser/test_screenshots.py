@@ -85,6 +85,11 @@ def seed(n: Node) -> dict[str, Any]:
         queue="reports", type="email.send", json={"to": "finance@acme.test", "attach": "revenue"},
         depends_on=[{"task_id": report["id"], "on_failure": "cascade_cancel"}],
     )  # fmt: skip
+    # Fails twice (a second apart), then succeeds: its page shows three attempts.
+    flaky = n.enqueue(
+        queue="billing", type="invoice.charge", retention=HOUR, max_retry=5,
+        retry_policy={"kind": "fixed", "base": "1s"}, json={"invoice": 1042, "fail_times": 2},
+    )  # fmt: skip
     for day in ("2026-11-30", "2026-12-01", "2026-12-02"):
         n.enqueue(
             queue="reports",
@@ -119,14 +124,14 @@ def seed(n: Node) -> dict[str, Any]:
             and counts["emails"]["archived"] >= 1
             and counts["billing"]["archived"] == 1
             and counts["emails"]["completed"] >= 18
-            and counts["billing"]["completed"] == 4
+            and counts["billing"]["completed"] == 5
         )
 
     try:
         wait_for(settled, timeout=30, what="the demo data to settle")
     except AssertionError:
         raise AssertionError(f"the demo data did not settle: {last}") from None
-    return {"report": report}
+    return {"report": report, "flaky": flaky}
 
 
 def feed(n: Node, stop: threading.Event) -> None:
@@ -148,6 +153,7 @@ PAGES = [
     ("queue-detail", "/queues/billing/"),
     ("tasks", "/tasks/?limit=25"),
     ("task-detail", "/tasks/{report}/"),
+    ("task-attempts", "/tasks/{flaky}/"),
     ("limits", "/limits/"),
     ("workers", "/workers/"),
     ("cron", "/cron/"),
@@ -169,7 +175,7 @@ def test_every_page_renders_at_both_widths(
     dash = Dash(context.new_page(), n.url)
     try:
         for name, path in PAGES:
-            dash.goto(path.format(report=demo["report"]["id"]))
+            dash.goto(path.format(report=demo["report"]["id"], flaky=demo["flaky"]["id"]))
             ready(dash, name)
             dash.screenshot(f"{name}-{width}", screenshot_dir)
             if width == "narrow":
@@ -190,6 +196,8 @@ def ready(dash: Dash, name: str) -> None:
         page.wait_for_function("parseFloat(document.querySelector('[data-throughput=\"emails\"]').textContent) > 0")
     elif name == "task-detail":
         page.locator(".progress-text", has_text="62%").wait_for()
+    elif name == "task-attempts":
+        page.locator("li.attempt[data-attempt='3']").wait_for()
     elif name == "workers":
         page.locator("tr[data-session]").nth(1).wait_for()
     elif name == "limits":
