@@ -28,6 +28,7 @@ class KeyUse:
     key_id: str | None  # None: plaintext rows
     tasks: int = 0
     cron: int = 0
+    attempts: int = 0  # attempt history rows (their errors), re-sealed with their tasks
     held: bool = False
     active: bool = False
 
@@ -54,12 +55,18 @@ class KeyOps(BrokerBase):
         counts = self.store.key_counts()
         ring = keyring()
         active = active_key_id()
-        ids = set(counts["tasks"]) | set(counts["cron"]) | set(ring.key_ids if ring else [])
+        ids = (
+            set(counts["tasks"])
+            | set(counts["cron"])
+            | set(counts.get("attempts", {}))
+            | set(ring.key_ids if ring else [])
+        )
         uses = [
             KeyUse(
                 key_id,
                 tasks=counts["tasks"].get(key_id, 0),
                 cron=counts["cron"].get(key_id, 0),
+                attempts=counts.get("attempts", {}).get(key_id, 0),
                 held=key_id is not None and ring is not None and ring.holds(key_id),
                 active=key_id is not None and key_id == active,
             )

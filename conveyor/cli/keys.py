@@ -41,11 +41,12 @@ def status(args: Any, out: Any) -> None:
             "key": k.key_id or "(plaintext)",
             "tasks": k.tasks,
             "cron": k.cron,
+            "attempts": k.attempts,
             "keyring": "active" if k.active else ("yes" if k.held else ("-" if k.key_id is None else "MISSING")),
         }
         for k in report.keys
     ]
-    out.table(rows, ["key", "tasks", "cron", "keyring"], {"active": report.active, "keys": rows})
+    out.table(rows, ["key", "tasks", "cron", "attempts", "keyring"], {"active": report.active, "keys": rows})
     for note in _notes(report):
         out.note(note)
 
@@ -55,13 +56,15 @@ def _notes(report: KeyStatus) -> list[str]:
     if report.active is None:
         notes.append("CONVEYOR_ENCRYPTION_KEYS is not set: new rows are stored in plaintext")
     for k in report.missing:
-        notes.append(f"key {k.key_id} is not in this keyring but {k.tasks + k.cron} rows are sealed under it")
+        notes.append(
+            f"key {k.key_id} is not in this keyring but {k.tasks + k.cron + k.attempts} rows are sealed under it"
+        )
     for k in report.keys:
-        if k.held and not k.active and k.tasks + k.cron == 0:
+        if k.held and not k.active and k.tasks + k.cron + k.attempts == 0:
             notes.append(f"key {k.key_id} holds no rows: it may be dropped from CONVEYOR_ENCRYPTION_KEYS")
         elif k.held and not k.active:
             notes.append(
-                f"key {k.key_id} still holds {k.tasks + k.cron} rows: `keys rotate` moves them to {report.active}"
+                f"key {k.key_id} still holds {k.tasks + k.cron + k.attempts} rows: `keys rotate` moves them to {report.active}"
             )
     return notes
 

@@ -248,12 +248,12 @@ class Store(Protocol):
         """The key id of each of these rows that exists."""
 
     def key_counts(self) -> dict[str, dict[str | None, int]]:
-        """Rows per key id (None: plaintext), of the task and cron tables."""
+        """Rows per key id (None: plaintext), of the task, cron and attempt tables."""
 
     def reseal_tasks(self, key_id: str, after: str, limit: int) -> Resealed:
         """Seal up to *limit* task rows not under *key_id* anew under it, in id
         order after *after*, skipping active rows and rows another
-        transaction holds."""
+        transaction holds; each re-sealed task's attempts go with it."""
 
     def reseal_cron(self, key_id: str) -> Resealed:
         """Seal every cron entry not under *key_id* anew under it."""

@@ -123,7 +123,11 @@ class OrmTransitions:
         def count(rows: Any) -> dict[str | None, int]:
             return dict(rows.values_list("key_id").annotate(n=Count("id")).order_by())
 
-        return {"tasks": count(self.tasks), "cron": count(CronEntry.objects.db_manager(self.alias))}
+        return {
+            "tasks": count(self.tasks),
+            "cron": count(CronEntry.objects.db_manager(self.alias)),
+            "attempts": count(TaskAttempt.objects.db_manager(self.alias)),
+        }
 
     def reseal_tasks(self, key_id: str, after: str, limit: int) -> Resealed:
         # Which rows come next, unlocked; then lock those not active, passing
@@ -158,9 +162,25 @@ class OrmTransitions:
                 fresh.append(row)
             if fresh:
                 self.tasks.bulk_update(fresh, ["payload", "result", "last_error", "key_id"])
+                self._reseal_attempts([row.id for row in fresh], key_id)
         done.resealed = len(fresh)
         done.skipped = len(ahead) - len(rows)
         return done
+
+    def _reseal_attempts(self, task_ids: list[str], key_id: str) -> None:
+        """The attempts of these (locked, just re-sealed) tasks follow them to *key_id*."""
+        rows = TaskAttempt.objects.db_manager(self.alias)
+        moved = []
+        for attempt in (
+            rows.filter(task_id__in=task_ids).exclude(key_id=key_id).only("id", "task_id", "key_id", "error")
+        ):
+            if attempt.seal_error:  # (opened as it was read, conveyor/models.py)
+                continue  # its key is gone: left as it is (it reads empty, saying why)
+            attempt.error = sealing.seal_text(key_id, attempt.error, sealing.ATTEMPT_ERROR, attempt.task_id)
+            attempt.key_id = key_id
+            moved.append(attempt)
+        if moved:
+            rows.bulk_update(moved, ["error", "key_id"])
 
     def reseal_cron(self, key_id: str) -> Resealed:
         done = Resealed(unopened={})

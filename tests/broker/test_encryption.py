@@ -234,13 +234,13 @@ def test_resealing_moves_every_row_but_active_ones_to_the_new_key(broker, db_ali
     store = store_for(db_alias)
 
     with override_settings(CONVEYOR={"ENCRYPTION_KEYS": f"{K2},{K1}"}):
-        assert store.key_counts() == {"tasks": {"k1": 5}, "cron": {"k1": 1}}
+        assert store.key_counts() == {"tasks": {"k1": 5}, "cron": {"k1": 1}, "attempts": {}}
         first = store.reseal_tasks("k2", "", 3)
         second = store.reseal_tasks("k2", first.last_id, 3)
         assert (first.resealed + second.resealed, first.skipped + second.skipped) == (4, 1)
         assert store.reseal_tasks("k2", second.last_id, 3).last_id == ""  # the pass is over
         assert store.reseal_cron("k2").resealed == 1
-        assert store.key_counts() == {"tasks": {"k1": 1, "k2": 4}, "cron": {"k2": 1}}
+        assert store.key_counts() == {"tasks": {"k1": 1, "k2": 4}, "cron": {"k2": 1}, "attempts": {}}
 
         broker.ack_many([(running, RESULT)])  # its result under the key it was leased with
         assert store.reseal_tasks("k2", "", 10).resealed == 1
@@ -273,3 +273,27 @@ def test_a_retry_of_a_task_whose_payload_cannot_be_opened_keeps_the_servers_reas
     assert broker.get_task(task.id).state == State.RETRY
     clock.advance(timedelta(hours=1).total_seconds())
     assert lease_one(broker).payload == PAYLOAD  # the key is back (this broker holds k1 again)
+
+
+def test_an_attempts_error_is_resealed_with_its_task_and_counted_per_key(broker, db_alias, keyring):
+    task = enqueue(broker, payload=PAYLOAD, max_retry=3)
+    leased = lease_one(broker)
+    broker.settle_failure(leased.id, leased.lease_id, "Traceback ...\nValueError: card 4242", delay=0)
+    store = store_for(db_alias)
+
+    def attempt_row() -> tuple[str | None, str]:
+        with connections[db_alias].cursor() as cursor:
+            cursor.execute("SELECT key_id, error FROM conveyor_taskattempt WHERE task_id = %s", [task.id])
+            return cursor.fetchone()
+
+    key, error = attempt_row()
+    assert key == "k1" and error.startswith(TEXT_PREFIX) and "4242" not in error
+    with override_settings(CONVEYOR={"ENCRYPTION_KEYS": f"{K2},{K1}"}):
+        assert store.key_counts()["attempts"] == {"k1": 1}
+        assert store.reseal_tasks("k2", "", 10).resealed == 1
+        assert store.key_counts()["attempts"] == {"k2": 1}
+        key, error = attempt_row()
+        assert key == "k2" and key_id_of(base64.b64decode(error[len(TEXT_PREFIX) :])) == "k2"
+    with override_settings(CONVEYOR={"ENCRYPTION_KEYS": K2}):  # k1 dropped: the history still opens
+        (attempt,) = broker.task_attempts(task.id)
+        assert (attempt.error, attempt.seal_error) == ("Traceback ...\nValueError: card 4242", "")

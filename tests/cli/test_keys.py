@@ -38,10 +38,10 @@ def test_status_counts_rows_per_key_and_says_which_key_may_be_dropped(broker):
     with keys(K2, K1):
         result = run("keys", "status")
     assert table(result) == [
-        ["KEY", "TASKS", "CRON", "KEYRING"],
-        ["k2", "0", "0", "active"],
-        ["k1", "2", "1", "yes"],
-        ["(plaintext)", "1", "0", "-"],
+        ["KEY", "TASKS", "CRON", "ATTEMPTS", "KEYRING"],
+        ["k2", "0", "0", "0", "active"],
+        ["k1", "2", "1", "0", "yes"],
+        ["(plaintext)", "1", "0", "0", "-"],
     ]
     assert "key k1 still holds 3 rows" in result.err
 
@@ -55,7 +55,7 @@ def test_rotate_reseals_every_row_in_batches_and_status_shows_the_old_key_empty(
         assert stored_keys() == ["k2"] * 7
         assert all(broker.get_task(i).payload == b"secret" for i in ids)
         after = run("keys", "status")
-    assert table(after)[1:] == [["k2", "7", "0", "active"], ["k1", "0", "0", "yes"]]
+    assert table(after)[1:] == [["k2", "7", "0", "0", "active"], ["k1", "0", "0", "0", "yes"]]
     assert "key k1 holds no rows: it may be dropped" in after.err
 
 
