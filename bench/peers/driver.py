@@ -164,7 +164,7 @@ def drain_phase(system: System, tasks: int, slots: int, variant: str) -> dict[st
     return out
 
 
-def settle(proc: subprocess.Popen, timeout: float = 120) -> None:
+def settle(proc: subprocess.Popen, timeout: float = 600) -> None:
     """Wait until the worker's process tree is idle (under a fifth of a core
     over half a second): all of a pool's processes have started."""
     deadline = time.time() + timeout
