@@ -208,7 +208,8 @@ def tree_pss_mb(root: int) -> float:
 def stop_tree(proc: subprocess.Popen, timeout: float = 30) -> None:
     """SIGTERM a worker *proc* started in a session of its own
     (``start_new_session=True``) and wait; if it has not exited by *timeout*,
-    SIGKILL its process group."""
+    SIGKILL its process group. Then SIGKILL what is left of the group (a
+    pool's children its exit orphaned)."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
     try:
@@ -217,6 +218,8 @@ def stop_tree(proc: subprocess.Popen, timeout: float = 30) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def measure_drain(
