@@ -11,6 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 
+def printable(text: str) -> str:
+    """*text* that encodes as UTF-8: a message echoing a lone surrogate of the input would not."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 class ConveyorError(Exception):
     code = "internal"
     http_status = 500

@@ -4,19 +4,29 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from rest_framework.exceptions import APIException, NotAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from conveyor.exceptions import ConveyorError, InvalidArgument, Unavailable
+from conveyor.exceptions import ConveyorError, InvalidArgument, Unavailable, printable
 
 
 def error_body(exc: ConveyorError) -> dict[str, Any]:
-    body: dict[str, Any] = {"error": exc.code, "message": exc.message}
+    """The JSON error shape; text that echoes the input is made printable (a lone
+    surrogate has no UTF-8 encoding, and the answer could not be written)."""
+    body: dict[str, Any] = {"error": exc.code, "message": printable(exc.message)}
     if isinstance(exc, InvalidArgument):
-        body["field"] = exc.field
-    body.update({k: v for k, v in exc.details.items() if k not in body})
+        body["field"] = printable(exc.field)
+    details = {k: printable(v) if isinstance(v, str) else v for k, v in exc.details.items()}
+    body.update({k: v for k, v in details.items() if k not in body})
     return body
+
+
+def body_too_large() -> InvalidArgument:
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return InvalidArgument("", f"the request body is too large (at most {limit} bytes here)")
 
 
 DRF_CODES = {
@@ -54,6 +64,9 @@ def retry_headers(exc: ConveyorError) -> dict[str, str]:
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     exc = database_unavailable(exc) or exc
+    if isinstance(exc, RequestDataTooBig):
+        # Django's limit on a body it reads (DATA_UPLOAD_MAX_MEMORY_SIZE): its own answer is an HTML 400.
+        return Response(error_body(body_too_large()), status=413)
     if isinstance(exc, ConveyorError):
         return Response(error_body(exc), status=exc.http_status, headers=retry_headers(exc))
     response = drf_exception_handler(exc, context)
@@ -62,7 +75,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         if isinstance(exc, NotAuthenticated):
             status = 401  # DRF answers 403 when no authenticator sent a challenge
         detail = exc.detail
-        message = detail if isinstance(detail, str) else str(detail)
+        message = printable(detail if isinstance(detail, str) else str(detail))
         response.data = {"error": DRF_CODES.get(status, "error"), "message": message}
         if status == 400 and context.get("request") is not None:
             response.data["field"] = ""  # a body that is not JSON at all

@@ -113,10 +113,14 @@ def parse_payload(data: dict[str, Any]) -> tuple[bytes, str]:
         raise InvalidArgument("json", "give either json or payload, not both")
     if "json" in data:
         try:
-            body = json.dumps(data["json"], separators=(",", ":"), ensure_ascii=False).encode()
+            body = json.dumps(data["json"], separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
         except UnicodeEncodeError:
             # A lone surrogate (a \ud800 escape): JSON text must be UTF-8, and it has no encoding.
             raise InvalidArgument("json", "must not contain lone surrogates") from None
+        except ValueError:
+            # A number past a double's range (1e400) reads as inf: stored, it would be
+            # "Infinity", which is not JSON, and no reader of the payload could parse it.
+            raise InvalidArgument("json", "must not contain numbers out of range (such as 1e400)") from None
         return body, content_type or "application/json"
     if data.get("payload") not in (None, ""):
         return decode_base64(data["payload"], "payload"), content_type or "application/octet-stream"

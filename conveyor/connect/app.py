@@ -145,7 +145,7 @@ class ConnectMount:
             self._services = services()  # at the first call: settings and apps are ready by then
         service = path[len(self.root) :].partition("/")[2].partition("/")[0]
         target = self._services.get(f"/{service}")
-        refusal = connect_refusal(scope)
+        refusal = connect_refusal(scope) or header_refusal(scope)
         if target is None:
             await respond(send, 404)
         elif refusal is not None:
@@ -154,6 +154,7 @@ class ConnectMount:
             await respond(send, 415, [ACCEPT_POST])
         else:
             # The runtime strips the root path from the path to find the method.
+            scope = without_bad_authorization(scope)
             await target(dict(scope, root_path=scope.get("root_path", "") + self.root), receive, send)
 
 
@@ -170,11 +171,46 @@ def connect_refusal(scope: dict[str, Any]) -> Refusal | None:
     return None
 
 
+def header_refusal(scope: dict[str, Any]) -> Refusal | None:
+    """A header that is not UTF-8, which the Connect runtime cannot read (it would fail with a 500).
+
+    A wrong ``Authorization`` is unauthenticated like any wrong token (and
+    ignored, as tokens are, on a node without any); another header is the
+    client's mistake.
+    """
+    for name, value in scope.get("headers") or []:
+        if not _utf8(value):
+            label = name.decode("latin1").lower()
+            if label == "authorization":
+                return Refusal(401, "a valid bearer token is required") if auth_required() else None
+            return Refusal(400, f"the {label} header is not UTF-8")
+    return None
+
+
+def without_bad_authorization(scope: dict[str, Any]) -> dict[str, Any]:
+    """*scope* without an ``Authorization`` header that is not UTF-8 (auth off: it is ignored)."""
+    headers = [(k, v) for k, v in scope.get("headers") or [] if k.lower() != b"authorization" or _utf8(v)]
+    return dict(scope, headers=headers)
+
+
+def _utf8(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+STATUS_CODES = {401: Code.UNAUTHENTICATED, 403: Code.PERMISSION_DENIED}
+
+
 async def respond_error(send: Any, refusal: Refusal) -> None:
     """A Connect error body; a refused content type also gets the Accept-Post the protocol asks for."""
-    code = Code.PERMISSION_DENIED if refusal.status == 403 else Code.INVALID_ARGUMENT
+    code = STATUS_CODES.get(refusal.status, Code.INVALID_ARGUMENT)
     body = json.dumps({"code": code.value, "message": refusal.message}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if refusal.status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="conveyor"'))
     if refusal.status == 415:
         headers.append(ACCEPT_POST)
     await send({"type": "http.response.start", "status": refusal.status, "headers": headers})

@@ -15,7 +15,7 @@ from connectrpc.errors import ConnectError
 from connectrpc.request import RequestContext
 
 from conveyor.api.errors import database_unavailable, retry_headers
-from conveyor.exceptions import ConveyorError, InvalidArgument
+from conveyor.exceptions import ConveyorError, InvalidArgument, printable
 
 
 def camel(name: str) -> str:
@@ -39,11 +39,6 @@ def fields_named(names: Mapping[str, str]) -> Iterator[None]:
         if renamed is None:
             raise
         raise InvalidArgument(renamed, exc.reason, index=exc.index) from None
-
-
-def printable(message: str) -> str:
-    """A message that encodes as UTF-8: one echoing a lone surrogate of the input would not."""
-    return message.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def connect_error(exc: ConveyorError) -> ConnectError:

@@ -27,6 +27,7 @@ logger = logging.getLogger("conveyor.gateway")
 HELLO_TIMEOUT = 10.0
 CLOSE_CODES = {"unauthenticated": p.CLOSE_UNAUTHENTICATED, "permission_denied": p.CLOSE_FORBIDDEN}
 MIN_SDK_VERSION = "0.1.0"
+MAX_ERROR_TEXT = 500  # characters of an error frame's message (and its log line)
 
 
 def authorization(scope: dict[str, Any]) -> str:
@@ -272,6 +273,9 @@ class WorkerConsumer(AsyncWebsocketConsumer):
 
     async def _protocol_error(self, message: str) -> None:
         """Tell the worker what was wrong, give its tasks back, close."""
+        if len(message) > MAX_ERROR_TEXT:
+            # A message may quote the frame (an unknown type of 64 MiB): not all of it, to the log or back.
+            message = f"{message[:MAX_ERROR_TEXT]}... ({len(message)} characters)"
         logger.info("closing worker session: %s", message)
         gateway = self.gateway
         if gateway is not None:

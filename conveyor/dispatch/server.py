@@ -64,9 +64,27 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+class ClientMistakes(logging.Filter):
+    """uvicorn logs a client's text frame that is not UTF-8 as an ERROR with a
+    traceback (then closes with 1007, as it should): any client could fill
+    the log with them. It is the client's mistake, a one-line INFO."""
+
+    MESSAGES = ("Invalid UTF-8 sequence received from client.",)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg in self.MESSAGES:
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
 def server_config() -> Any:
     import uvicorn
     from channels.routing import get_default_application
+
+    uvicorn_errors = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, ClientMistakes) for f in uvicorn_errors.filters):
+        uvicorn_errors.addFilter(ClientMistakes())
 
     return uvicorn.Config(
         get_default_application(),  # settings.ASGI_APPLICATION: the site's, or a host project's

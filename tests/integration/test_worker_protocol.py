@@ -257,6 +257,30 @@ def test_a_deeply_nested_message_is_refused_with_4400(node):
     assert_protocol_error(frames, code, "not valid JSON")
 
 
+def test_a_text_message_that_is_not_utf8_is_closed_with_1007_and_logs_no_traceback(node):
+    # Found by bench/fuzz.py: uvicorn logged every such message as an ERROR with a traceback.
+    async def scenario():
+        async with worker(node) as w:
+            await w.ws.send(b'{"type": "hello\xff\xfe"}', text=True)
+            return await w.ending()
+
+    before = len(node.output())
+    frames, code = run(scenario())
+
+    assert code == 1007 and frames == []
+    logged = node.output()[before:]
+    assert "Invalid UTF-8 sequence received from client." in logged
+    assert "Traceback" not in logged and "ERROR" not in logged, logged[-2000:]
+
+
+def test_an_error_frame_quoting_a_huge_frame_type_is_cut_short(node):
+    # Found by bench/fuzz.py: the message quoted all 100,000 characters, to the worker and the log.
+    frames, code = run(refused(node, json.dumps({"type": "x" * 100_000})))
+
+    assert_protocol_error(frames, code, "first frame must be hello", "(100037 characters)")
+    assert len(frames[0]["message"]) < 600
+
+
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
 def test_non_standard_json_constants_are_refused_with_4400(node, queue, constant):
     async def scenario():
