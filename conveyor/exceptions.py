@@ -67,6 +67,22 @@ class NotFound(ConveyorError):
     connect_code = "not_found"
 
 
+class TaskIdTaken(ConveyorError):
+    """An enqueue naming an id held by a task the caller may not see (another queue's)."""
+
+    code = "already_exists"
+    http_status = 409
+    connect_code = "already_exists"
+
+    def __init__(self, task_id: str, *, index: int | None = None) -> None:
+        text = f"task id {task_id!r} is taken by a task this token may not see"
+        if index is not None:
+            text = f"item {index}: {text}"
+        super().__init__(text, task_id=task_id)
+        if index is not None:
+            self.details["index"] = index
+
+
 class DuplicateTask(ConveyorError):
     code = "already_exists"
     http_status = 409

@@ -21,7 +21,7 @@ from asgiref.sync import sync_to_async
 
 from conveyor.api import render
 from conveyor.api.errors import database_unavailable, error_body, retry_headers
-from conveyor.api.scopes import body_queues
+from conveyor.api.scopes import body_names, body_queues, screen_enqueue
 from conveyor.broker import get_broker, parse
 from conveyor.broker.types import ItemResult
 from conveyor.exceptions import ConveyorError, InvalidArgument, PermissionDenied
@@ -100,6 +100,9 @@ class EnqueueFastPath:
         else:
             try:
                 require_queues(token, body_queues(data, many=kind == BATCH), "enqueue into")
+                if token is not None and token.queues is not None:
+                    names = body_names(data, many=kind == BATCH)
+                    await sync_to_async(screen_enqueue, thread_sensitive=False)(token, names, many=kind == BATCH)
                 status, payload = await _run(kind, data, len(body))
             except Exception as exc:
                 error = database_unavailable(exc) or exc

@@ -8,10 +8,13 @@ needs ``admin``. Staff sessions are not tokens and are not scoped.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from conveyor.broker import get_broker
-from conveyor.exceptions import TaskNotFound
+from conveyor.exceptions import InvalidArgument, TaskIdTaken, TaskNotFound
+from conveyor.models import Task
 from conveyor.tokens import ADMIN, PRODUCE, READ, ApiToken, require_queues, require_scope
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
@@ -43,6 +46,7 @@ def check_token(request: Any, view: Any) -> None:
         match = getattr(request, "resolver_match", None)
         many = match is not None and match.url_name in BATCH_ROUTES
         require_queues(token, body_queues(request.data, many=many), "enqueue into")
+        screen_enqueue(token, body_names(request.data, many=many), many=many)
     elif request.method in SAFE_METHODS and "task_id" in view.kwargs:
         task_id = view.kwargs["task_id"]
         # A task in another queue is answered as one that does not exist:
@@ -67,3 +71,51 @@ def body_queues(data: Any, *, many: bool) -> list[str]:
             if isinstance(queue, str):
                 queues.append(queue)
     return queues
+
+
+@dataclass(frozen=True)
+class TaskNames:
+    """The existing tasks an enqueue item may name: its own id, and the tasks it depends on."""
+
+    id: str | None
+    depends_on: tuple[str, ...] = ()
+
+
+def body_names(data: Any, *, many: bool) -> list[TaskNames]:
+    """The ids each item of an enqueue body names (malformed ones are left to the parser)."""
+    items = data.get("tasks") if many and isinstance(data, dict) else [data]
+    out = []
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict):
+            continue
+        deps = item.get("depends_on")
+        names = [d if isinstance(d, str) else d.get("task_id") if isinstance(d, dict) else None
+                 for d in (deps if isinstance(deps, list) else [])]  # fmt: skip
+        task_id = item.get("id")
+        out.append(TaskNames(task_id if isinstance(task_id, str) else None,
+                             tuple(n for n in names if isinstance(n, str))))  # fmt: skip
+    return out
+
+
+def screen_enqueue(token: ApiToken | None, items: Sequence[TaskNames], *, many: bool = False) -> None:
+    """Refuse an enqueue by a queue-limited token that names another queue's task.
+
+    Re-sending an existing id answers with the stored task, and a dependency
+    on a task that exists is taken where a missing one is refused: either
+    way the token would see, or learn of, a task of a queue it may not use.
+    An id such a task holds is refused as taken (409, the task not shown); a
+    dependency on one as unknown, word for word as a missing task.
+    """
+    if token is None or token.queues is None:
+        return
+    ids = {name for item in items for name in (item.id, *item.depends_on) if name}
+    if not ids:
+        return
+    foreign = set(Task.objects.filter(id__in=ids).exclude(queue__in=token.queues).values_list("id", flat=True))
+    for index, item in enumerate(items):
+        at = index if many else None
+        if item.id in foreign:
+            raise TaskIdTaken(item.id, index=at)  # type: ignore[arg-type]
+        for j, name in enumerate(item.depends_on):
+            if name in foreign:
+                raise InvalidArgument(f"depends_on[{j}].task_id", f"unknown task {name}", index=at)

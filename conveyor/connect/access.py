@@ -13,6 +13,7 @@ from typing import Any
 
 from connectrpc.request import RequestContext
 
+from conveyor.api.scopes import TaskNames, screen_enqueue
 from conveyor.connect.admin import READS
 from conveyor.exceptions import TaskNotFound
 from conveyor.tokens import ADMIN, CONSUME, PRODUCE, READ, ApiToken, authenticate, require_queues
@@ -52,11 +53,29 @@ def check_task_read(token: ApiToken, request: Any, response: Any) -> None:
         raise TaskNotFound(request.id)
 
 
+def _names(message: Any) -> TaskNames:
+    return TaskNames(message.task_id or None, tuple(d.task_id for d in message.depends_on if d.task_id))
+
+
+def screen_one(token: ApiToken, request: Any) -> None:
+    screen_enqueue(token, [_names(request)])
+
+
+def screen_many(token: ApiToken, request: Any) -> None:
+    screen_enqueue(token, [_names(t) for t in request.tasks], many=True)
+
+
 # TaskService's handlers, for a queue-limited token: what each request may
-# name (checked before the handler runs), and what an answer may show.
+# name (checked before the handler runs; the screens read the database),
+# and what an answer may show.
 REQUEST_CHECKS: dict[str, Callable[[ApiToken, Any], None]] = {
     "enqueue": check_enqueue,
     "enqueue_batch": check_enqueue_many,
     "enqueue_tx": check_enqueue_many,
+}
+SCREENS: dict[str, Callable[[ApiToken, Any], None]] = {
+    "enqueue": screen_one,
+    "enqueue_batch": screen_many,
+    "enqueue_tx": screen_many,
 }
 ANSWER_CHECKS: dict[str, Callable[[ApiToken, Any, Any], None]] = {"get_task": check_task_read}

@@ -23,7 +23,7 @@ from connectrpc.request import RequestContext
 
 from conveyor.api.origin import Refusal, media_type, scope_refusal
 from conveyor.conf import conveyor_settings
-from conveyor.connect.access import ANSWER_CHECKS, REQUEST_CHECKS, needed_scopes, request_token
+from conveyor.connect.access import ANSWER_CHECKS, REQUEST_CHECKS, SCREENS, needed_scopes, request_token
 from conveyor.connect.admin import ADMIN_SERVICE, READS
 from conveyor.connect.convert import refuse_nul
 from conveyor.connect.errors import ConveyorErrors, ProtoJSON, connect_error
@@ -74,6 +74,8 @@ class Service:
                 return await in_db_thread(handler, request)
             if name in REQUEST_CHECKS:
                 REQUEST_CHECKS[name](token, request)
+            if name in SCREENS:
+                await in_db_thread(lambda message: SCREENS[name](token, message), request)
             response = await in_db_thread(handler, request)
             if name in ANSWER_CHECKS:
                 ANSWER_CHECKS[name](token, request, response)

@@ -13,8 +13,8 @@ import json
 import pytest
 
 from conveyor.models import Task
-from tests.connect.conftest import refused
 from tests.connect.clients import post
+from tests.connect.conftest import refused
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
