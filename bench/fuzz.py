@@ -639,7 +639,7 @@ class Fuzzer:
                  "prefetch": 0}  # fmt: skip
         self.frame_cases("hello", hello, None)
         frames = {
-            "result": {"type": "result", "task_id": "T", "lease_id": "L", "outcome": "skip_retry", "error": "boom",
+            "result": {"type": "result", "task_id": "T", "lease_id": "L", "outcome": "skip_retry", "error": "boom", "traceback": "Traceback: boom",
                        "result": {"r": 1}},
             "batch_result": {"type": "batch_result", "lease_id": "L",
                              "results": [{"task_id": "T", "outcome": "success", "result": 1, "error": "e"}]},
