@@ -42,10 +42,15 @@ class WebSocketGateway(Gateway):
 
     def __init__(self, consumer: WorkerConsumer, node: Node, key: str, hello: dict[str, Any]) -> None:
         super().__init__(
-            node, key, hello["queues"], hello["concurrency"], hello["batch_types"], prefetch=hello["prefetch"]
+            node,
+            key,
+            hello["queues"],
+            hello["concurrency"],
+            hello["batch_types"],
+            prefetch=hello["prefetch"],
+            labels=hello["labels"],
         )
         self.consumer = consumer
-        self.labels = hello["labels"]
         self.sdk_version = hello["sdk_version"]
 
     def push_tasks(self, queue: str, tasks: list[Task]) -> None:

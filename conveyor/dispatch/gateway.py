@@ -94,6 +94,7 @@ class Gateway:
         concurrency: int,
         batch_types: list[str],
         prefetch: int = 0,
+        labels: dict[str, Any] | None = None,
     ):
         self.node = node
         self.key = key
@@ -107,12 +108,9 @@ class Gateway:
         self.attached = False
         self.connected_at = datetime.now()
         self._resolved: asyncio.Event | None = None  # set by a resolution while a drain waits
-        self.labels: dict[str, Any] = {}
-
-    @property
-    def runner(self) -> Runner:
-        """Who runs what this gateway holds, as its attempts name it."""
-        return Runner(self.key, self.labels, self.node.id)
+        self.labels: dict[str, Any] = dict(labels or {})
+        # Who runs what this gateway holds, as its attempts name it (fixed for its life).
+        self.runner = Runner(key, self.labels, node.id)
 
     # -- registration ------------------------------------------------------------
 
