@@ -96,6 +96,9 @@ WHERE t.id = v.id
 -- row's attempt is recorded by the same statement (ATTEMPTS_KEPT: kept > 0),
 -- numbered after its task's last, and the task's attempts older than its
 -- last kept are deleted; the node is the worker's, else the lease holder.
+-- The old attempts are looked up by the keys of the tasks past kept (an
+-- array): a join of the attempts with the batch, planned once while the
+-- table was empty, walked every stored attempt on each call.
 WITH done AS (
     UPDATE conveyor_task AS t SET state = 'completed', finished_at = %(now)s, updated_at = %(now)s,
         purge_at = %(now)s::timestamptz + make_interval(secs => coalesce(t.retention, %(retention)s)),
@@ -110,8 +113,9 @@ numbered AS (
         coalesce((SELECT max(a.number) FROM conveyor_taskattempt AS a WHERE a.task_id = d.id), 0) + 1 AS number
     FROM done AS d WHERE %(kept)s::integer > 0),
 trimmed AS (
-    DELETE FROM conveyor_taskattempt AS a USING numbered AS n
-    WHERE a.task_id = n.id AND a.number <= n.number - %(kept)s::integer),
+    DELETE FROM conveyor_taskattempt AS a
+    WHERE a.task_id = ANY(ARRAY(SELECT n.id FROM numbered AS n WHERE n.number > %(kept)s::integer))
+      AND a.number <= (SELECT n.number FROM numbered AS n WHERE n.id = a.task_id) - %(kept)s::integer),
 recorded AS (
     INSERT INTO conveyor_taskattempt
         (task_id, number, started_at, finished_at, worker_session, worker_labels, node, outcome, error, key_id)
@@ -133,8 +137,9 @@ numbered AS (
         coalesce((SELECT max(a.number) FROM conveyor_taskattempt AS a WHERE a.task_id = v.task_id), 0) + 1 AS number
     FROM v),
 trimmed AS (
-    DELETE FROM conveyor_taskattempt AS a USING numbered AS n
-    WHERE a.task_id = n.task_id AND a.number <= n.number - %(kept)s::integer)
+    DELETE FROM conveyor_taskattempt AS a
+    WHERE a.task_id = ANY(ARRAY(SELECT n.task_id FROM numbered AS n WHERE n.number > %(kept)s::integer))
+      AND a.number <= (SELECT n.number FROM numbered AS n WHERE n.task_id = a.task_id) - %(kept)s::integer)
 INSERT INTO conveyor_taskattempt
     (task_id, number, started_at, finished_at, worker_session, worker_labels, node, outcome, error, key_id)
 SELECT task_id, number, started_at, %(now)s, session, labels::jsonb, node, outcome, error, key_id FROM numbered

@@ -12,7 +12,9 @@ from django.test import override_settings
 from conveyor.broker import TaskSpec
 from conveyor.dispatch.loop_lease import APPLICATION_NAME, LoopLeaser
 from conveyor.states import State
-from conveyor.store.postgres import complete_params, complete_sql, lease_sql
+from conveyor.store.base import Attempt
+from conveyor.store.postgres import attempt_params, complete_params, complete_sql, lease_sql
+from conveyor.store.sql import statement
 from tests.broker.factories import enqueue, on_loop, own_sessions, reload
 
 pytestmark = pytest.mark.parametrize("db_alias", ["postgres"], indirect=True)
@@ -287,3 +289,29 @@ def test_the_lease_claims_its_rows_by_key_on_the_loop_connection(broker, leaser,
     # statistics older than the table's growth) as a merge join that walks
     # the whole primary key index up to the newest task it claims.
     assert any("ANY" in cond for cond in _index_conditions(plan, "conveyor_task_pkey")), plan
+
+
+def test_recording_an_attempt_reads_only_its_own_tasks_attempts_on_the_loop_connection(
+    broker, leaser, empty_statistics
+):
+    # A node prepares its statements once, when the attempts table may be
+    # empty, and keeps the generic plan. Planned on an empty table, the trim
+    # of attempts beyond ATTEMPTS_KEPT walked the whole attempts index for
+    # every ack (an index scan with no condition): the ack's cost grew with
+    # the attempts stored. Each task's attempts must be found by its key.
+    with connections["postgres"].cursor() as cursor:
+        cursor.execute("ANALYZE conveyor_taskattempt")
+    wanted = {"01ABC": ("01ABC.lease", None), "01ABD": ("01ABD.lease", b"result")}
+    now = broker.now()
+    attempts = [Attempt("01ABC", now, "retry", "boom"), Attempt("01ABD", None, "released")]
+
+    ack, record = _plans_on_the_lease_connection(
+        leaser,
+        [
+            (complete_sql(by_key=True), complete_params(wanted, now, 0.0, 25, {})),
+            (statement("record_attempts"), attempt_params(attempts, now, 25)),
+        ],
+    )
+
+    assert _unbounded_task_scans(ack) == [], ack
+    assert _unbounded_task_scans(record) == [], record
