@@ -1,6 +1,6 @@
 """What an enqueue costs the producer, in instructions (valgrind's callgrind).
 
-    .venv/bin/python bench/instructions.py [--what sdk,batch,one,node] [--checkout DIR ...]
+    .venv/bin/python bench/instructions.py [--what sdk,batch,one,lease,ack,node] [--checkout DIR ...]
 
 A count of instructions does not depend on how busy the machine is (this
 one is shared, and its speed changes by the hour), so two builds or two
@@ -14,11 +14,15 @@ other, divided by the extra work: start-up and imports cancel out.
   * batch: ``get_broker().enqueue_batch`` of 1,000 tasks from Django code
     (PostgreSQL + Redis, wakes and events included), per task
   * one: ``get_broker().enqueue`` from Django code, one task at a time, per task
+  * lease: ``get_broker().lease`` of one task at a time, per lease (both runs
+    enqueue the same tasks first, so only the leases differ)
+  * ack: ``get_broker().ack_many`` of one leased task at a time, per ack
+    (both runs enqueue and lease the same tasks first)
   * node: a cluster node itself (``conveyord`` under callgrind) answering
     one-task POSTs from one ``http.client`` producer, per POST; each of the
     two node runs serves for the same 90 s, so its timers cancel out
 
-``--checkout``: the working tree(s) measured for batch, one and node
+``--checkout``: the working tree(s) measured for batch, one, lease, ack and node
 (default: this one), e.g. another build from ``git worktree add``.
 Needs ``valgrind`` (Debian's package). Python runs ~50x slower under it: a
 full run takes a few minutes.
@@ -75,7 +79,7 @@ def sdk() -> None:
 
 
 def broker(what: str, checkouts: list[Path]) -> None:
-    url = fresh_database("postgres", "conveyor_instructions")
+    url = fresh_database("postgres", f"conveyor_instructions_{what}")
     env = {
         **os.environ,
         "DATABASE_URL": url,
@@ -87,7 +91,7 @@ def broker(what: str, checkouts: list[Path]) -> None:
     for checkout in checkouts:
         argv = [sys.executable, __file__, "--inner-broker", str(checkout), what]
         count = per_unit(argv, work, env)
-        print(f"{what} from Django code, {checkout}: {count / 1000:,.0f}k instructions per task", flush=True)
+        print(f"{what} from Django code, {checkout}: {count / 1000:,.1f}k instructions per task", flush=True)
 
 
 def node(checkouts: list[Path]) -> None:
@@ -159,6 +163,17 @@ def inner_broker(checkout: str, what: str, units: int) -> None:
     from conveyor.broker import TaskSpec, get_broker
 
     broker = get_broker()
+    if what in ("lease", "ack"):
+        # The same setup in both runs (LONG units of tasks), so it cancels out.
+        for _ in range(LONG):
+            broker.enqueue_batch([TaskSpec(type="bench", payload=b"{}", queue=what) for _ in range(100)])
+        held = [t for _ in range(LONG) for t in broker.lease(what, 100).tasks] if what == "ack" else []
+        for i in range(units * 100):
+            if what == "lease":
+                broker.lease(what, 1)
+            else:
+                broker.ack_many([(held[i], None)])
+        return
     for _ in range(units):
         if what == "batch":
             broker.enqueue_batch([TaskSpec(type="bench", payload=b"{}", queue="batch") for _ in range(1000)])
@@ -182,12 +197,12 @@ def main() -> None:
     for what in args.what.split(","):
         if what == "sdk":
             sdk()
-        elif what in ("batch", "one"):
+        elif what in ("batch", "one", "lease", "ack"):
             broker(what, checkouts)
         elif what == "node":
             node(checkouts)
         else:
-            raise SystemExit(f"--what: unknown {what!r} (sdk, batch, one, node)")
+            raise SystemExit(f"--what: unknown {what!r} (sdk, batch, one, lease, ack, node)")
 
 
 if __name__ == "__main__":

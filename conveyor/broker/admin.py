@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from conveyor.broker.base import BrokerBase
+from conveyor.broker.base import Context
 from conveyor.broker.dependencies import OPEN_EDGE
 from conveyor.broker.filters import TaskFilter, parse_filter
 from conveyor.broker.types import IdResult, Page
@@ -27,19 +27,24 @@ from conveyor.states import ADMIN_FROM, INCOMPLETE, TERMINAL, WAITING, State
 CANCELED_BY_ADMIN = "canceled by operator"
 
 
-class AdminOps(BrokerBase):
+class Admin:
+    """Operator actions on single tasks (and their batch forms), and reads."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
     def get_task(self, task_id: str) -> Task:
-        task = self.tasks.filter(id=task_id).first()
+        task = self.ctx.tasks.filter(id=task_id).first()
         if task is None:
             raise TaskNotFound(task_id)
         return task
 
     def task_attempts(self, task_id: str) -> list[TaskAttempt]:
         """A task's recorded attempts, oldest first (their error texts opened)."""
-        return list(TaskAttempt.objects.using(self.db).filter(task_id=task_id).order_by("number"))
+        return list(TaskAttempt.objects.using(self.ctx.db).filter(task_id=task_id).order_by("number"))
 
     def _locked(self, task_id: str, action: str) -> Task:
-        task = self.tasks.select_for_update().filter(id=task_id).first()
+        task = self.ctx.tasks.select_for_update().filter(id=task_id).first()
         if task is None:
             raise TaskNotFound(task_id)
         if task.state not in ADMIN_FROM[action]:
@@ -48,73 +53,73 @@ class AdminOps(BrokerBase):
 
     def cancel_task(self, task_id: str) -> Task:
         """Cancel a waiting task; ask the worker to abort a running one."""
-        now = self.now()
-        with self.atomic():
+        now = self.ctx.now()
+        with self.ctx.atomic():
             task = self._locked(task_id, "cancel")
-            self._cancel_row(task, now)
+            self.cancel_row(task, now)
         return task
 
-    def _cancel_row(self, task: Task, now: datetime) -> None:
+    def cancel_row(self, task: Task, now: datetime) -> None:
         if task.state == State.ACTIVE:
             # The attempt ends archived when the worker reports back (or
             # its lease expires), unless it already succeeded.
             task.cancel_requested = True
             task.save(update_fields=["cancel_requested"])
             refs = [(task.id, task.lease_id or "")]
-            self.after_commit(lambda: self.hooks.cancel_running(refs))
+            self.ctx.after_commit(lambda: self.ctx.hooks.cancel_running(refs))
             return
         self._terminate(task, State.CANCELED, CANCELED_BY_ADMIN, now, "canceled")
 
     def archive_task(self, task_id: str) -> Task:
         """Move a waiting (or canceled) task to the dead-letter state."""
-        now = self.now()
-        with self.atomic():
+        now = self.ctx.now()
+        with self.ctx.atomic():
             task = self._locked(task_id, "archive")
-            self._archive_row(task, now)
+            self.archive_row(task, now)
         return task
 
-    def _archive_row(self, task: Task, now: datetime) -> None:
+    def archive_row(self, task: Task, now: datetime) -> None:
         self._terminate(task, State.ARCHIVED, task.last_error or "archived by operator", now, "archived")
 
     def _terminate(self, task: Task, state: State, error: str, now: datetime, kind: str) -> None:
         was_waiting = task.state in WAITING
         task.state, task.finished_at, task.updated_at, task.last_error = state, now, now, error
         task.lease_expires_at = None  # (a waiting task holds no lease)
-        self.store.finish(task, ["last_error"])  # the store seals the error text
+        self.ctx.store.finish(task, ["last_error"])  # the store seals the error text
         if was_waiting and task.has_dependents:
-            self.resolve_after_commit([task.id])
-        self.emit(kind, [task], now)
+            self.ctx.resolve_after_commit([task.id])
+        self.ctx.emit(kind, [task], now)
 
     def delete_task(self, task_id: str) -> None:
         """Delete a task in any state but active, and not while unfinished tasks wait on it."""
-        now = self.now()
-        with self.atomic():
-            self._delete_row(self._locked(task_id, "delete"), now)
+        now = self.ctx.now()
+        with self.ctx.atomic():
+            self.delete_row(self._locked(task_id, "delete"), now)
 
-    def _delete_row(self, task: Task, now: datetime) -> None:
+    def delete_row(self, task: Task, now: datetime) -> None:
         task_id = task.id
         if task.has_dependents:
-            waiting = self.edges.filter(OPEN_EDGE, depends_on_id=task_id).exclude(task__state__in=TERMINAL)
+            waiting = self.ctx.edges.filter(OPEN_EDGE, depends_on_id=task_id).exclude(task__state__in=TERMINAL)
             dependents = list(waiting.values_list("task_id", flat=True)[:4])
             if dependents:
                 raise DependentsWaiting(task_id, task.state, dependents)
         finished = task.state in (State.COMPLETED, State.ARCHIVED, State.CANCELED)
         # Announce before deleting: Model.delete() clears the instance's pk.
-        self.emit("deleted", [task], now)
+        self.ctx.emit("deleted", [task], now)
         task.delete()
         # Waiting dependents treat a deleted dependency as canceled.
         if task.has_dependents and not finished:
-            self.resolve_after_commit([task_id])
+            self.ctx.resolve_after_commit([task_id])
 
     def run_task(self, task_id: str) -> Task:
         """Make a scheduled, waiting, retrying or archived task due now."""
-        now = self.now()
-        with self.atomic():
+        now = self.ctx.now()
+        with self.ctx.atomic():
             task = self._locked(task_id, "run")
-            self._run_row(task, now)
+            self.run_row(task, now)
         return task
 
-    def _run_row(self, task: Task, now: datetime) -> None:
+    def run_row(self, task: Task, now: datetime) -> None:
         if task.state == State.ARCHIVED and task.unique_key:
             self._check_key_free(task)
         task.state, task.due_at, task.updated_at, task.finished_at = State.PENDING, now, now, None
@@ -122,36 +127,36 @@ class AdminOps(BrokerBase):
         # ended its last run must not end the next one too.
         task.cancel_requested = False
         task.save(update_fields=["state", "due_at", "updated_at", "finished_at", "cancel_requested"])
-        self.wake_after_commit([task.queue])
-        self.emit("enqueued", [task], now)
+        self.ctx.wake_after_commit([task.queue])
+        self.ctx.emit("enqueued", [task], now)
 
     def _check_key_free(self, task: Task) -> None:
         # Reviving a dead letter re-claims its unique key, which a newer
         # task may hold by now.
         holder = (
-            self.tasks.filter(unique_key=task.unique_key, state__in=INCOMPLETE)
-            .exclude(unique_until__lte=self.now())
+            self.ctx.tasks.filter(unique_key=task.unique_key, state__in=INCOMPLETE)
+            .exclude(unique_until__lte=self.ctx.now())
             .values_list("id", flat=True)
             .first()
         )
         if holder:
             raise DuplicateTask(task.unique_key or "", holder)
-        self.tasks.filter(unique_key=task.unique_key, unique_until__lte=self.now()).update(unique_key=None)
+        self.ctx.tasks.filter(unique_key=task.unique_key, unique_until__lte=self.ctx.now()).update(unique_key=None)
 
     def reschedule_task(
         self, task_id: str, *, process_at: datetime | None = None, process_in: float | None = None
     ) -> Task:
         """Move a waiting task to a new due time (future -> scheduled, else pending)."""
-        now = self.now()
+        now = self.ctx.now()
         when = _reschedule_time(now, process_at, process_in)
-        with self.atomic():
+        with self.ctx.atomic():
             task = self._locked(task_id, "reschedule")
             task.state = State.SCHEDULED if when > now else State.PENDING
             task.due_at, task.updated_at = when, now
             task.save(update_fields=["state", "due_at", "updated_at"])
             if task.state == State.PENDING:
-                self.wake_after_commit([task.queue])
-            self.emit("scheduled" if task.state == State.SCHEDULED else "enqueued", [task], now)
+                self.ctx.wake_after_commit([task.queue])
+            self.ctx.emit("scheduled" if task.state == State.SCHEDULED else "enqueued", [task], now)
         return task
 
     # -- batch forms -------------------------------------------------------------
@@ -171,7 +176,7 @@ class AdminOps(BrokerBase):
     def reschedule_tasks(
         self, ids: Sequence[str], *, process_at: datetime | None = None, process_in: float | None = None
     ) -> list[IdResult]:
-        _reschedule_time(self.now(), process_at, process_in)  # reject bad times before touching anything
+        _reschedule_time(self.ctx.now(), process_at, process_in)  # reject bad times before touching anything
         return self._per_id(ids, lambda tid: self.reschedule_task(tid, process_at=process_at, process_in=process_in))
 
     def _per_id(self, ids: Sequence[str], action: Callable[[str], Task | None]) -> list[IdResult]:
@@ -218,7 +223,7 @@ class AdminOps(BrokerBase):
 
     def filtered(self, selected: TaskFilter) -> Any:
         """The tasks *selected* matches, as a queryset (unordered)."""
-        qs = self.tasks.all()
+        qs = self.ctx.tasks.all()
         if selected.queue:
             qs = qs.filter(queue=selected.queue)
         if selected.state:
@@ -230,7 +235,7 @@ class AdminOps(BrokerBase):
         if selected.where or selected.contains:
             payload = [(c.path, c.value) for c in selected.where if c.source == "payload"]
             metadata = {c.path[0]: c.value for c in selected.where if c.source == "metadata"}
-            qs = self.store.matching(qs, payload, metadata, selected.contains)
+            qs = self.ctx.store.matching(qs, payload, metadata, selected.contains)
         return qs
 
 

@@ -1,4 +1,4 @@
-"""Shared plumbing of the broker: clock, database alias, after-commit hooks."""
+"""What every concern of the broker shares: clock, database alias, hooks, store, after-commit helpers."""
 
 from __future__ import annotations
 
@@ -6,16 +6,18 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
-from conveyor.broker.offers import Misses
 from conveyor.clock import Clock, system_clock
 from conveyor.events import Event, event_for
 from conveyor.models import Task, TaskDependency
 from conveyor.notify.hooks import BrokerHooks, InlineHooks
 from conveyor.store import Store, store_for
+
+if TYPE_CHECKING:
+    from conveyor.broker import Broker
 
 logger = logging.getLogger("conveyor.broker")
 
@@ -24,13 +26,27 @@ logger = logging.getLogger("conveyor.broker")
 Then = Callable[[Callable[[], None]], None]
 
 
-class BrokerBase:
-    def __init__(self, *, clock: Clock | None = None, using: str = "default", hooks: BrokerHooks | None = None):
+class Context:
+    """The one object every concern of the broker is built with (conveyor/broker/__init__.py).
+
+    It holds no rules: the time, the database, the store over it, the hooks,
+    and the helpers that hand a change's consequences to the hooks after
+    commit. *broker* is what ``hooks.resolve`` is given (``InlineHooks``
+    resolves dependents through it).
+    """
+
+    def __init__(
+        self,
+        broker: Broker,
+        *,
+        clock: Clock | None = None,
+        using: str = "default",
+        hooks: BrokerHooks | None = None,
+    ) -> None:
+        self.broker = broker
         self.clock = clock or system_clock
         self.db = using
         self.hooks = hooks or InlineHooks()
-        # Queues where an enqueue just found no offer to take (broker/offers.py, MISS_PAUSE).
-        self.offer_misses = Misses()
 
     def now(self) -> datetime:
         return self.clock.now()
@@ -65,7 +81,7 @@ class BrokerBase:
         """Resolve the dependents of finished tasks after commit (*then*: as for ``emit``)."""
         if task_ids:
             ids = list(task_ids)
-            (then or self.after_commit)(lambda: self.hooks.resolve(self, ids))  # type: ignore[arg-type]
+            (then or self.after_commit)(lambda: self.hooks.resolve(self.broker, ids))
 
     def emit(
         self,

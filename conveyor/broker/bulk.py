@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from conveyor.broker.admin import AdminOps
+from conveyor.broker.admin import Admin
+from conveyor.broker.base import Context
 from conveyor.broker.filters import TaskFilter, parse_filter
 from conveyor.conf import conveyor_settings
 from conveyor.exceptions import ConveyorError, InvalidArgument, NotFound
@@ -25,14 +26,26 @@ from conveyor.states import ADMIN_FROM
 BULK_ACTIONS = ("cancel", "run", "archive", "delete")
 
 
-class BulkOps(AdminOps):
+class Bulk:
+    """Bulk jobs: an operator action on every task a filter matches, in batches."""
+
+    def __init__(self, ctx: Context, admin: Admin) -> None:
+        self.ctx = ctx
+        self.admin = admin  # what matches a filter; the action on one row
+        self.row_actions = {
+            "cancel": admin.cancel_row,
+            "run": admin.run_row,
+            "archive": admin.archive_row,
+            "delete": admin.delete_row,
+        }
+
     @property
     def bulk(self) -> Any:
-        return BulkJob.objects.db_manager(self.db)
+        return BulkJob.objects.db_manager(self.ctx.db)
 
     def count_matching(self, action: str, selected: TaskFilter) -> int:
         """How many tasks *selected* matches that *action* applies to now."""
-        return int(self.filtered(selected).filter(state__in=ADMIN_FROM[_action(action)]).count())
+        return int(self.admin.filtered(selected).filter(state__in=ADMIN_FROM[_action(action)]).count())
 
     def start_bulk(self, action: str, params: dict[str, Any], *, by: str = "") -> BulkJob:
         """Record a job doing *action* on every task the filter *params* matches now."""
@@ -40,13 +53,13 @@ class BulkOps(AdminOps):
         selected = parse_filter(params)
         if not selected.as_params():
             raise InvalidArgument("filter", "must filter by something: an action on every task is not offered")
-        now = self.now()
+        now = self.ctx.now()
         job = BulkJob(id="bulk-" + new_ulid(now), action=action, filter=selected.as_params(), created_by=by[:150],
                       created_at=now, updated_at=now)  # fmt: skip
         job.total = self.count_matching(action, selected)
         if not job.total:
             job.state, job.finished_at = BulkJob.DONE, now
-        job.save(using=self.db)
+        job.save(using=self.ctx.db)
         return job
 
     def bulk_job(self, job_id: str) -> BulkJob:
@@ -65,12 +78,12 @@ class BulkOps(AdminOps):
     def run_bulk_batch(self, job_id: str, size: int | None = None) -> BulkJob:
         """Do the next batch of job *job_id* in one transaction; the job as it stands after."""
         size = size or conveyor_settings.BULK_BATCH_SIZE
-        now = self.now()
-        with self.atomic():
+        now = self.ctx.now()
+        with self.ctx.atomic():
             job = self.bulk.select_for_update().filter(id=job_id).first()
             if job is None or job.state != BulkJob.RUNNING:
                 return job or self.bulk_job(job_id)
-            scope = self.filtered(parse_filter(job.filter)).filter(
+            scope = self.admin.filtered(parse_filter(job.filter)).filter(
                 state__in=ADMIN_FROM[job.action], enqueued_at__lte=job.created_at
             )
             ids = list(scope.filter(id__gt=job.cursor).order_by("id").values_list("id", flat=True)[:size])
@@ -80,8 +93,8 @@ class BulkOps(AdminOps):
             job.skipped += len(ids) - len(rows)
             for row in rows:
                 try:
-                    with self.atomic():  # a savepoint: one refusal undoes only its own row
-                        getattr(self, f"_{job.action}_row")(row, now)
+                    with self.ctx.atomic():  # a savepoint: one refusal undoes only its own row
+                        self.row_actions[job.action](row, now)
                     job.done += 1
                 except ConveyorError:
                     job.failed += 1
@@ -93,7 +106,7 @@ class BulkOps(AdminOps):
                 job.skipped += max(0, job.total - job.processed)
                 job.state, job.finished_at = BulkJob.DONE, now
             job.updated_at = now
-            job.save(using=self.db)
+            job.save(using=self.ctx.db)
         return job  # type: ignore[no-any-return]
 
 

@@ -33,7 +33,8 @@ from datetime import datetime, timedelta
 
 from conveyor.backoff import backoff_delay
 from conveyor.broker.attempts import record_attempts
-from conveyor.broker.outcomes import OutcomeOps, clip_error, retry_policy_of
+from conveyor.broker.base import Context
+from conveyor.broker.outcomes import Outcomes, clip_error, retry_policy_of
 from conveyor.models import Task
 from conveyor.states import State
 from conveyor.store import Runner
@@ -62,7 +63,13 @@ def charged_rows(rows: Sequence[Task], in_flight: int) -> list[Task]:
     return list(rows) if in_flight == 1 else []
 
 
-class CrashOps(OutcomeOps):
+class Crashes:
+    """Crash attribution: settle the tasks a lost worker held (or a dead node's)."""
+
+    def __init__(self, ctx: Context, outcomes: Outcomes) -> None:
+        self.ctx = ctx
+        self.outcomes = outcomes  # how a charged task, a released one and a canceled one end
+
     def settle_crash(
         self,
         refs: Sequence[tuple[str, str]],
@@ -82,20 +89,22 @@ class CrashOps(OutcomeOps):
         report = CrashReport()
         if not refs and not idle:
             return report
-        now = self.now()
-        with self.atomic():
-            waiting = self.store.lock_active(dict(idle)) if idle else []
-            self._release_rows(waiting, now)
+        now = self.ctx.now()
+        with self.ctx.atomic():
+            waiting = self.ctx.store.lock_active(dict(idle)) if idle else []
+            self.outcomes.release_rows(waiting, now)
             report.released = [r.id for r in waiting]
-            rows = self.store.lock_active(dict(refs)) if refs else []
+            rows = self.ctx.store.lock_active(dict(refs)) if refs else []
             charged = charged_rows(rows, len(refs))
-            record_attempts(self.store, [r for r in rows if r not in charged], "crashed", now, by, error)
+            record_attempts(self.ctx.store, [r for r in rows if r not in charged], "crashed", now, by, error)
             if charged:
                 for row in charged:
                     row.suspect = True
-                    self._settle_row(row, error, now, fields=("last_error", "suspect"), by=by, outcome="crashed")
+                    self.outcomes.settle_row(
+                        row, error, now, fields=("last_error", "suspect"), by=by, outcome="crashed"
+                    )
                 rest = [r for r in rows if r not in charged]
-                self._release_rows(rest, now)
+                self.outcomes.release_rows(rest, now)
                 report.charged = [r.id for r in charged]
                 report.released += [r.id for r in rest]
             elif rows:
@@ -113,9 +122,9 @@ class CrashOps(OutcomeOps):
         whose lease was lost."""
         if not refs:
             return []
-        now = self.now()
-        with self.atomic():
-            rows = self.store.lock_active(dict(refs))
+        now = self.ctx.now()
+        with self.ctx.atomic():
+            rows = self.ctx.store.lock_active(dict(refs))
             back = [(r, now + timedelta(seconds=random.uniform(*DEFER_SECONDS))) for r in rows]
             self._back_as_suspects(back, None, now, "released")
         found = {r.id for r in rows}
@@ -136,16 +145,16 @@ class CrashOps(OutcomeOps):
         due: dict[str, datetime] = {}  # queue -> earliest
         for row, at in back:
             if row.cancel_requested:
-                self._archive_canceled(row, now, canceled_error)
+                self.outcomes.archive_canceled(row, now, canceled_error)
                 continue
             row.state, row.due_at, row.updated_at, row.lease_expires_at = State.RETRY, at, now, None
             row.suspect = True
             if error is not None:
                 row.last_error = error
-            self.store.retry(row)
+            self.ctx.store.retry(row)
             moved.append(row)
             due[row.queue] = min(at, due.get(row.queue, at))
         for queue, at in due.items():
-            self.wake_after_commit([queue], at)
+            self.ctx.wake_after_commit([queue], at)
         if moved:
-            self.emit(kind, moved, now)
+            self.ctx.emit(kind, moved, now)

@@ -6,7 +6,8 @@ from dataclasses import fields as dc_fields
 from datetime import datetime
 from typing import Any
 
-from conveyor.broker.base import BrokerBase
+from conveyor.broker.base import Context
+from conveyor.broker.enqueue import Enqueuer
 from conveyor.broker.types import CronSpec, TaskSpec
 from conveyor.broker.validation import check_queue_name, check_task_id, check_text, task_fields
 from conveyor.cron import check_spec, check_timezone, next_fire
@@ -28,14 +29,20 @@ CRON_OPTIONS = (
 )
 
 
-class CronOps(BrokerBase):
+class Cron:
+    """Cron entries: stored schedules, and firing one as a task."""
+
+    def __init__(self, ctx: Context, enqueuer: Enqueuer) -> None:
+        self.ctx = ctx
+        self.enqueuer = enqueuer  # a fire enqueues like any caller
+
     @property
     def cron(self) -> Any:
-        return CronEntry.objects.db_manager(self.db)
+        return CronEntry.objects.db_manager(self.ctx.db)
 
     def upsert_cron_entry(self, spec: CronSpec) -> CronEntry:
         """Create or replace an entry; its next run restarts from now."""
-        now = self.now()
+        now = self.ctx.now()
         check_task_id(spec.id, "id")
         schedule = check_spec(spec.spec)
         check_timezone(spec.timezone)
@@ -75,11 +82,11 @@ class CronOps(BrokerBase):
         return list(self.cron.order_by("id"))
 
     def list_due_cron_entries(self) -> list[CronEntry]:
-        return list(self.cron.filter(paused=False, next_run_at__lte=self.now()).order_by("next_run_at", "id"))
+        return list(self.cron.filter(paused=False, next_run_at__lte=self.ctx.now()).order_by("next_run_at", "id"))
 
     def set_cron_paused(self, entry_id: str, paused: bool) -> CronEntry:
-        now = self.now()
-        with self.atomic():
+        now = self.ctx.now()
+        with self.ctx.atomic():
             entry = self.get_cron_entry(entry_id)
             entry.paused = bool(paused)
             if not paused:
@@ -111,21 +118,21 @@ class CronOps(BrokerBase):
         if entry.seal_error:
             # Its payload cannot be opened here: no run with an empty one.
             raise KeyUnavailable(entry.seal_error, key_id=entry.key_id)
-        now = self.now()
+        now = self.ctx.now()
         slot = entry.next_run_at
         following = next_fire(entry.spec, entry.timezone, max(now, slot))
         marks = {"conveyor.cron": entry.id, "conveyor.slot": slot.isoformat().replace("+00:00", "Z")}
         spec = task_spec_for(
             entry.task_type, entry.queue, entry.payload, entry.content_type, entry.options, marks, entry.id
         )
-        with self.atomic():
+        with self.ctx.atomic():
             claimed = self.cron.filter(id=entry.id, next_run_at=slot, paused=False).update(
                 next_run_at=following, last_run_at=slot
             )
             if not claimed:
                 return None
             try:
-                return self.enqueue(spec)  # type: ignore[attr-defined]
+                return self.enqueuer.enqueue(spec)
             except DuplicateTask:
                 return None
 

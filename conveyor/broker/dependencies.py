@@ -7,7 +7,7 @@ from datetime import datetime
 
 from django.db.models import Exists, OuterRef, Q
 
-from conveyor.broker.base import BrokerBase
+from conveyor.broker.base import Context
 from conveyor.broker.edges import edge_resolution
 from conveyor.broker.enqueue import CANCELED_BY_DEPENDENCY, ready_state
 from conveyor.broker.types import SweepReport
@@ -17,7 +17,12 @@ from conveyor.states import TERMINAL, State
 PASS_LIMIT = 1000
 
 
-class DependencyOps(BrokerBase):
+class Dependencies:
+    """Dependency resolution: what a finished task means for the tasks waiting on it."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
     def resolve_dependents(self, task_ids: Sequence[str]) -> SweepReport:
         """Resolve the edges of tasks that reached a terminal state (or were deleted).
 
@@ -37,13 +42,13 @@ class DependencyOps(BrokerBase):
         return report
 
     def _resolve_pass(self, upstream: list[str], report: SweepReport) -> list[str]:
-        now = self.now()
+        now = self.ctx.now()
         canceled: list[str] = []
-        with self.atomic():
-            states = dict(self.tasks.filter(id__in=upstream).values_list("id", "state"))
+        with self.ctx.atomic():
+            states = dict(self.ctx.tasks.filter(id__in=upstream).values_list("id", "state"))
             finished = [tid for tid in upstream if states.get(tid, State.CANCELED) in TERMINAL]
             dependents = sorted(
-                set(self.edges.filter(OPEN_EDGE, depends_on_id__in=finished).values_list("task_id", flat=True))
+                set(self.ctx.edges.filter(OPEN_EDGE, depends_on_id__in=finished).values_list("task_id", flat=True))
             )
             for dep_id in dependents:
                 if self._resolve_one(dep_id, states, now, report):
@@ -57,10 +62,10 @@ class DependencyOps(BrokerBase):
         serialize on it: the last one to finish sees every other edge
         resolved and promotes the join exactly once.
         """
-        task = self.tasks.select_for_update().filter(id=task_id).first()
+        task = self.ctx.tasks.select_for_update().filter(id=task_id).first()
         if task is None:
             return False
-        edges = list(self.edges.filter(task_id=task_id))
+        edges = list(self.ctx.edges.filter(task_id=task_id))
         cascade = False
         for edge in edges:
             if not _is_open(edge):
@@ -75,7 +80,7 @@ class DependencyOps(BrokerBase):
                 cascade, resolution = True, TaskDependency.FAILED
             if resolution != edge.resolution:
                 edge.resolution = resolution
-                TaskDependency.objects.using(self.db).filter(pk=edge.pk).update(resolution=resolution)
+                TaskDependency.objects.using(self.ctx.db).filter(pk=edge.pk).update(resolution=resolution)
         if task.state != State.BLOCKED:
             return False
         if cascade:
@@ -86,42 +91,42 @@ class DependencyOps(BrokerBase):
 
     def _state_of(self, task_id: str) -> str:
         # A deleted dependency counts as canceled.
-        return self.tasks.filter(id=task_id).values_list("state", flat=True).first() or State.CANCELED
+        return self.ctx.tasks.filter(id=task_id).values_list("state", flat=True).first() or State.CANCELED
 
     def _cancel_blocked(self, task: Task, now: datetime) -> bool:
-        won = self.tasks.filter(id=task.id, state=State.BLOCKED).update(
+        won = self.ctx.tasks.filter(id=task.id, state=State.BLOCKED).update(
             state=State.CANCELED, finished_at=now, updated_at=now, last_error=CANCELED_BY_DEPENDENCY
         )
         if won:
             task.state, task.last_error = State.CANCELED, CANCELED_BY_DEPENDENCY
-            self.emit("canceled", [task], now)
+            self.ctx.emit("canceled", [task], now)
         return bool(won)
 
     def _promote(self, task: Task, now: datetime, report: SweepReport) -> None:
         state = ready_state(task, now)
         # Guarded: only the resolver that moves it out of blocked wins.
-        if self.tasks.filter(id=task.id, state=State.BLOCKED).update(state=state, updated_at=now):
+        if self.ctx.tasks.filter(id=task.id, state=State.BLOCKED).update(state=state, updated_at=now):
             task.state = state
             report.count += 1
             if state == State.PENDING:
                 report.queues.add(task.queue)
-                self.wake_after_commit([task.queue])
-            self.emit("promoted", [task], now)
+                self.ctx.wake_after_commit([task.queue])
+            self.ctx.emit("promoted", [task], now)
 
     def promote_ready_dependents(self) -> SweepReport:
         """Safety net: resolve blocked tasks whose dependencies finished unnoticed."""
         # Filter in the query, not after the cap: dependencies that are still
         # running must not crowd the finished ones out of a pass.
         # (NOT EXISTS is an anti-join; NOT IN over all live tasks is not.)
-        upstream = self.tasks.filter(id=OuterRef("depends_on_id"))
-        unresolved = self.edges.filter(
+        upstream = self.ctx.tasks.filter(id=OuterRef("depends_on_id"))
+        unresolved = self.ctx.edges.filter(
             ~Exists(upstream.exclude(state__in=TERMINAL)),
             resolution=TaskDependency.UNRESOLVED,
             task__state=State.BLOCKED,
         )
         # A blocking edge of a failed dependency reopens once the dependency
         # was revived and completed.
-        reopened = self.edges.filter(
+        reopened = self.ctx.edges.filter(
             Exists(upstream.filter(state=State.COMPLETED)),
             resolution=TaskDependency.FAILED,
             on_failure="block",
@@ -132,12 +137,12 @@ class DependencyOps(BrokerBase):
         stale |= set(reopened.values_list("depends_on_id", flat=True).distinct()[:cap])
         report = self.resolve_dependents(sorted(stale))
         # Blocked tasks whose edges are all satisfied (a resolver died midway).
-        orphans = self.tasks.filter(state=State.BLOCKED).exclude(
+        orphans = self.ctx.tasks.filter(state=State.BLOCKED).exclude(
             dependency_edges__resolution__in=[TaskDependency.UNRESOLVED, TaskDependency.FAILED]
         )[:PASS_LIMIT]
-        now = self.now()
+        now = self.ctx.now()
         for task in orphans:
-            with self.atomic():
+            with self.ctx.atomic():
                 self._promote(task, now, report)
         return report
 

@@ -12,7 +12,7 @@ import psycopg
 from django.db import IntegrityError, connections
 
 from conveyor.broker import offers
-from conveyor.broker.base import BrokerBase, Then, run_now
+from conveyor.broker.base import Context, Then, run_now
 from conveyor.broker.edges import edge_resolution
 from conveyor.broker.rows import NewTask, new_task, new_tasks, task_values
 from conveyor.broker.types import ItemResult, TaskSpec
@@ -38,18 +38,29 @@ class _Item:
     edges: list[TaskDependency] = field(default_factory=list)
 
 
-class EnqueueOps(BrokerBase):
+class Enqueuer:
+    """Enqueue: validation, ids, unique claims, dependencies, the initial state, offers."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        # Queues where an enqueue just found no offer to take (broker/offers.py, MISS_PAUSE).
+        self.offer_misses = offers.Misses()
+
     def enqueue(self, spec: TaskSpec) -> Task:
         """Store one task and return it as stored; raise on bad input or duplicate."""
         one = self._one_insert_fields(spec) if self._may_take_offers() else None
         if one is not None:
             now, fields = one
             if fields["due_at"] <= now:  # (a scheduled task takes no offer)
-                return self._insert_taking_offer(new_ulid(now), fields, now).model(self.db)
+                return self._insert_taking_offer(new_ulid(now), fields, now).model(self.ctx.db)
         result = self._store([spec], mode="one")[0]
         if result.error is not None:
             raise result.error
         return self.as_model(result.task)
+
+    def enqueue_one(self, spec: TaskSpec) -> ItemResult:
+        """Like ``enqueue``, but also tells whether the task was created (False: the id existed)."""
+        return self._store([spec], mode="one")[0]
 
     def enqueue_batch(self, specs: Sequence[TaskSpec]) -> list[ItemResult]:
         """Store each valid item; report per item. Invalid items change nothing."""
@@ -65,7 +76,7 @@ class EnqueueOps(BrokerBase):
     def as_model(self, task: Task | NewTask | None) -> Task:
         """The ``Task`` instance of an enqueue's result (a new row's record, or a row read back)."""
         assert task is not None
-        return task.model(self.db) if isinstance(task, NewTask) else task
+        return task.model(self.ctx.db) if isinstance(task, NewTask) else task
 
     # -- one INSERT from an event loop (a node's fast path) ------------------
 
@@ -88,7 +99,7 @@ class EnqueueOps(BrokerBase):
         one with an id of the caller's, dependencies, a unique key or a group."""
         if spec.id is not None or spec.depends_on:
             return None
-        now = self.now()
+        now = self.ctx.now()
         fields = task_fields(spec, now)
         return None if fields["unique_key"] or fields["group"] else (now, fields)
 
@@ -109,10 +120,10 @@ class EnqueueOps(BrokerBase):
             take = offers.Take.of(values, task.enqueued_at, misses=self.offer_misses)
         params = take.params(values) if take is not None else offers.insert_params(values)
         try:
-            row = await self.store.ainsert_one(conn, params, take_offer=take is not None)
+            row = await self.ctx.store.ainsert_one(conn, params, take_offer=take is not None)
         except psycopg.errors.UniqueViolation:
             # Stored by the first attempt: say what it stored (it may have taken an offer).
-            stored = await self.store.alease_of(conn, task.id)
+            stored = await self.ctx.store.alease_of(conn, task.id)
             if stored is not None:
                 offers.set_lease(task, stored)
             return False
@@ -136,7 +147,7 @@ class EnqueueOps(BrokerBase):
     # -- the one path all three forms share ---------------------------------
 
     def _store(self, specs: list[TaskSpec], mode: str) -> list[ItemResult]:
-        now = self.now()
+        now = self.ctx.now()
         results = [ItemResult(index=i) for i in range(len(specs))]
         items = self._validate(specs, results, now, mode)
         try:
@@ -150,7 +161,7 @@ class EnqueueOps(BrokerBase):
                 return self._store_one_by_one(specs)
             retry = [ItemResult(index=i) for i in range(len(specs))]
             items = self._validate(specs, retry, now, mode)
-            with self.atomic():
+            with self.ctx.atomic():
                 self._store_items(items, retry, now, mode)
             return retry
         return results
@@ -164,9 +175,9 @@ class EnqueueOps(BrokerBase):
         caller's transaction it simply joins that transaction.)
         """
         simple = len(items) == 1 and not items[0].given_id and not items[0].deps and not items[0].fields["unique_key"]
-        if simple and self.store.one_insert_in_autocommit:
+        if simple and self.ctx.store.one_insert_in_autocommit:
             return contextlib.nullcontext()
-        return self.atomic()
+        return self.ctx.atomic()
 
     def _store_one_by_one(self, specs: list[TaskSpec]) -> list[ItemResult]:
         out = []
@@ -213,12 +224,12 @@ class EnqueueOps(BrokerBase):
         if not fresh:
             return
         tasks = [it.task for it in fresh]
-        self.store.insert_tasks(tasks)
+        self.ctx.store.insert_tasks(tasks)
         edges = [edge for it in fresh for edge in it.edges]
         if edges:
-            self.edges.bulk_create(edges)
+            self.ctx.edges.bulk_create(edges)
             upstream = {e.depends_on_id for e in edges}
-            self.tasks.filter(id__in=upstream, has_dependents=False).update(has_dependents=True)
+            self.ctx.tasks.filter(id__in=upstream, has_dependents=False).update(has_dependents=True)
         for it in fresh:
             results[it.index].task = it.task
             results[it.index].created = True
@@ -229,7 +240,7 @@ class EnqueueOps(BrokerBase):
     ) -> list[_Item]:
         """Repeated ids are idempotent: the stored task, or the request's first occurrence."""
         given = [it.id for it in items if it.given_id]
-        stored = {t.id: t for t in self.tasks.filter(id__in=given)} if given else {}
+        stored = {t.id: t for t in self.ctx.tasks.filter(id__in=given)} if given else {}
         first: dict[str, _Item] = {}
         fresh = []
         for it in items:
@@ -297,8 +308,8 @@ class EnqueueOps(BrokerBase):
             return {}
         # A claim with a TTL lapses at unique_until; release lapsed claims so
         # the partial unique index only sees live ones.
-        self.tasks.filter(unique_key__in=keys, unique_until__lte=now).update(unique_key=None)
-        return dict(self.tasks.filter(unique_key__in=keys, state__in=INCOMPLETE).values_list("unique_key", "id"))
+        self.ctx.tasks.filter(unique_key__in=keys, unique_until__lte=now).update(unique_key=None)
+        return dict(self.ctx.tasks.filter(unique_key__in=keys, state__in=INCOMPLETE).values_list("unique_key", "id"))
 
     @staticmethod
     def _check_claim(it: _Item, claims: dict[str, str], index: int | None) -> None:
@@ -326,7 +337,7 @@ class EnqueueOps(BrokerBase):
         """
         if not ids:
             return {}
-        rows = self.tasks.select_for_update().filter(id__in=ids).order_by("id").values_list("id", "state")
+        rows = self.ctx.tasks.select_for_update().filter(id__in=ids).order_by("id").values_list("id", "state")
         return dict(rows)
 
     def _dependency_order(self, items: list[_Item], in_request: dict[str, _Item], known: dict[str, str]) -> list[_Item]:
@@ -405,7 +416,7 @@ class EnqueueOps(BrokerBase):
         needs no wake.
         """
         values = task_values(task_id, {**fields, "state": State.PENDING, "enqueued_at": now, "updated_at": now})
-        task = offers.insert_taking_offer(self.store, values, now, self.offer_misses)
+        task = offers.insert_taking_offer(self.ctx.store, values, now, self.offer_misses)
         self._announce([task], now, then=run_now)
         return task
 
@@ -414,9 +425,9 @@ class EnqueueOps(BrokerBase):
         PostgreSQL, outside any transaction (the offer's lease starts at the
         INSERT, and its node hears of it at commit), when these hooks reach
         other processes (with nobody to wake there is no node to offer)."""
-        if not (self.hooks.reaches_other_processes and self.store.has_offers):
+        if not (self.ctx.hooks.reaches_other_processes and self.ctx.store.has_offers):
             return False
-        conn = connections[self.db]
+        conn = connections[self.ctx.db]
         if not conn.get_autocommit() or conn.in_atomic_block:
             return False
         # Django's flags say autocommit; so must the server (a raw "BEGIN"
@@ -427,15 +438,15 @@ class EnqueueOps(BrokerBase):
     def _announce(self, tasks: Sequence[Task | NewTask], now: datetime, then: Then | None = None) -> None:
         """The wake, then the events (together: on a node the wake only
         schedules the dispatcher, so its events are in before any lease's)."""
-        self.wake_after_commit({t.queue for t in tasks if t.state == State.PENDING}, then=then)
-        if self.hooks.wants_events:
+        self.ctx.wake_after_commit({t.queue for t in tasks if t.state == State.PENDING}, then=then)
+        if self.ctx.hooks.wants_events:
             for kind, state in (("enqueued", None), ("scheduled", State.SCHEDULED), ("canceled", State.CANCELED)):
                 chosen = [
                     t
                     for t in tasks
                     if (t.state == state if state else t.state not in (State.SCHEDULED, State.CANCELED))
                 ]
-                self.emit(kind, chosen, now, then=then)
+                self.ctx.emit(kind, chosen, now, then=then)
 
 
 def _with_index(error: ConveyorError | None, index: int) -> ConveyorError | None:

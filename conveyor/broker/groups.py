@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db.models import Count, Max, Min
 
-from conveyor.broker.base import BrokerBase
+from conveyor.broker.base import Context
 from conveyor.broker.types import GroupSettings, GroupStat
 from conveyor.broker.validation import check_int, check_queue_name, check_seconds, check_text
 from conveyor.conf import conveyor_settings
@@ -14,10 +14,15 @@ from conveyor.models import GroupConfig
 from conveyor.states import State
 
 
-class GroupOps(BrokerBase):
+class Groups:
+    """Aggregation groups: their configs and stats, and which are due."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
     @property
     def group_configs_table(self) -> Any:
-        return GroupConfig.objects.db_manager(self.db)
+        return GroupConfig.objects.db_manager(self.ctx.db)
 
     def set_group_config(
         self,
@@ -64,7 +69,7 @@ class GroupOps(BrokerBase):
         )
 
     def group_stats(self, queue: str | None = None) -> list[GroupStat]:
-        qs = self.tasks.filter(state__is=State.AGGREGATING)
+        qs = self.ctx.tasks.filter(state__is=State.AGGREGATING)
         if queue:
             qs = qs.filter(queue=queue)
         rows = (
@@ -76,7 +81,7 @@ class GroupOps(BrokerBase):
 
     def due_groups(self) -> list[GroupStat]:
         """Groups past their size, max delay or grace period."""
-        now = self.now()
+        now = self.ctx.now()
         due = []
         configs: dict[tuple[str, str], GroupSettings] = {}
         for stat in self.group_stats():

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from conveyor.broker.base import BrokerBase
+from conveyor.broker.base import Context
 from conveyor.exceptions import InvalidArgument
 from conveyor.sealing import active_key_id, keyring
 from conveyor.store.base import Resealed
@@ -49,10 +49,15 @@ class KeyStatus:
         return [k for k in self.keys if k.key_id is not None and not k.held]
 
 
-class KeyOps(BrokerBase):
+class Keys:
+    """Keys of encryption at rest: what each holds, and re-sealing."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
     def key_status(self) -> KeyStatus:
         """Rows per key id, of tasks and cron entries, against this node's keyring."""
-        counts = self.store.key_counts()
+        counts = self.ctx.store.key_counts()
         ring = keyring()
         active = active_key_id()
         ids = (
@@ -80,11 +85,11 @@ class KeyOps(BrokerBase):
         """Seal up to *limit* task rows after id *after* anew under the active key (one transaction)."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= RESEAL_BATCH_MAX:
             raise InvalidArgument("batch", f"must be an integer from 1 to {RESEAL_BATCH_MAX}")
-        return self.store.reseal_tasks(self._active_key(), after, limit)
+        return self.ctx.store.reseal_tasks(self._active_key(), after, limit)
 
     def reseal_cron(self) -> Resealed:
         """Seal every cron entry anew under the active key."""
-        return self.store.reseal_cron(self._active_key())
+        return self.ctx.store.reseal_cron(self._active_key())
 
     @staticmethod
     def _active_key() -> str:

@@ -9,7 +9,8 @@ from typing import Any
 
 from django.db.models import Count, Min
 
-from conveyor.broker.base import BrokerBase, run_now
+from conveyor.broker.base import Context, run_now
+from conveyor.broker.groups import Groups
 from conveyor.broker.types import LEASED_FIELDS, LeaseBatch, LeasedTask
 from conveyor.conf import conveyor_settings
 from conveyor.ids import new_ulid
@@ -53,27 +54,33 @@ def _needs_locked_path(settings: Queue | None) -> bool:
     return settings is not None and bool(settings.rate or settings.concurrency_limit or settings.policy == "random")
 
 
-class LeaseOps(BrokerBase):
+class Leases:
+    """Lease: claim due tasks for a worker, one task at a time or a group at once."""
+
+    def __init__(self, ctx: Context, groups: Groups) -> None:
+        self.ctx = ctx
+        self.groups = groups  # a group's max size
+
     def lease(self, queue: str, n: int, holder: str = "") -> LeaseBatch:
         """Claim up to *n* due tasks of *queue* under fresh leases."""
         if n <= 0:
             return LeaseBatch()
-        now = self.now()
-        if (self.db, queue) not in _LOCKED_PATH:
+        now = self.ctx.now()
+        if (self.ctx.db, queue) not in _LOCKED_PATH:
             batch = self._lease_one_statement(queue, n, holder, now)
             if batch is not None:
-                self.emit("leased", batch.tasks, now)
+                self.ctx.emit("leased", batch.tasks, now)
                 return batch
-        with self.atomic():
+        with self.ctx.atomic():
             settings = self._lease_settings(queue)
             # The settings in hand say which path the next lease takes.
             if _needs_locked_path(settings):
-                _LOCKED_PATH.add((self.db, queue))
+                _LOCKED_PATH.add((self.ctx.db, queue))
             else:
-                _LOCKED_PATH.discard((self.db, queue))
+                _LOCKED_PATH.discard((self.ctx.db, queue))
             batch = self._lease_locked(queue, n, holder, settings, now)
         batch.tasks = [LeasedTask.from_model(t) for t in batch.tasks]
-        self.emit("leased", batch.tasks, now)
+        self.ctx.emit("leased", batch.tasks, now)
         return batch
 
     async def lease_on(self, conn: Any, queue: str, n: int, holder: str = "") -> LeaseBatch | None:
@@ -85,16 +92,16 @@ class LeaseOps(BrokerBase):
         """
         if n <= 0:
             return LeaseBatch()
-        if (self.db, queue) in _LOCKED_PATH:
+        if (self.ctx.db, queue) in _LOCKED_PATH:
             return None
-        now = self.now()
+        now = self.ctx.now()
         for _ in range(2):
-            params, policy = self._one_statement_params(queue, n, holder, now)
-            batch = self._one_statement_batch(queue, n, await self.store.alease(conn, params, policy), policy)
+            params, policy = self.statement_params(queue, n, holder, now)
+            batch = self._one_statement_batch(queue, n, await self.ctx.store.alease(conn, params, policy), policy)
             if batch is _AGAIN:
                 continue
             if batch is not None:
-                self.emit("leased", batch.tasks, now, then=run_now)
+                self.ctx.emit("leased", batch.tasks, now, then=run_now)
             return batch  # type: ignore[return-value]
         return None
 
@@ -107,8 +114,8 @@ class LeaseOps(BrokerBase):
         is remembered and the statement runs again.
         """
         for _ in range(2):
-            params, policy = self._one_statement_params(queue, n, holder, now)
-            rows = self.store.lease(params, policy)
+            params, policy = self.statement_params(queue, n, holder, now)
+            rows = self.ctx.store.lease(params, policy)
             if rows is None:
                 return None
             batch = self._one_statement_batch(queue, n, rows, policy)
@@ -116,9 +123,9 @@ class LeaseOps(BrokerBase):
                 return batch  # type: ignore[return-value]
         return None
 
-    def _one_statement_params(self, queue: str, n: int, holder: str, now: datetime) -> tuple[dict[str, Any], str]:
+    def statement_params(self, queue: str, n: int, holder: str, now: datetime) -> tuple[dict[str, Any], str]:
         """The lease statement's parameters, and the ordering policy to write it for."""
-        policy = _POLICY_SEEN.get((self.db, queue), "fifo")
+        policy = _POLICY_SEEN.get((self.ctx.db, queue), "fifo")
         params = {
             "now": now,
             "queue": queue,
@@ -139,10 +146,10 @@ class LeaseOps(BrokerBase):
         if paused:
             return LeaseBatch(throttled="paused")
         if rate or limit or actual == "random":
-            _LOCKED_PATH.add((self.db, queue))  # until a locked lease finds no limits
+            _LOCKED_PATH.add((self.ctx.db, queue))  # until a locked lease finds no limits
             return None
         if actual != policy:
-            _POLICY_SEEN[(self.db, queue)] = actual
+            _POLICY_SEEN[(self.ctx.db, queue)] = actual
             return _AGAIN
         order, _index = ORDERS[policy]
         tasks = sorted((leased_row(row[:width]) for row in rows if row[0] is not None), key=sort_key(order))
@@ -179,7 +186,7 @@ class LeaseOps(BrokerBase):
         return batch
 
     def _lease_settings(self, queue: str) -> Queue | None:
-        rows = Queue.objects.using(self.db)
+        rows = Queue.objects.using(self.ctx.db)
         settings = rows.filter(name=queue).first()
         if settings is not None and (settings.rate or settings.concurrency_limit):
             # Limits are exact across nodes: leasers of a limited queue
@@ -190,7 +197,7 @@ class LeaseOps(BrokerBase):
         return settings
 
     def _claim(self, queue: str, n: int, now: datetime, policy: str, limit: int | None) -> tuple[list[Task], bool]:
-        due = self.tasks.due(now).filter(queue=queue).defer(*NOT_FOR_DISPATCH)
+        due = self.ctx.tasks.due(now).filter(queue=queue).defer(*NOT_FOR_DISPATCH)
         if limit is None:
             return self._select_due(due, n, policy), False
         return self._claim_limited(due, n, policy, limit)
@@ -233,7 +240,7 @@ class LeaseOps(BrokerBase):
         if not keys:
             return
         counts = (
-            self.tasks.filter(queue=rows[0].queue, state__is=State.ACTIVE, concurrency_key__in=keys)
+            self.ctx.tasks.filter(queue=rows[0].queue, state__is=State.ACTIVE, concurrency_key__in=keys)
             .values_list("concurrency_key")
             .annotate(n=Count("id"))
         )
@@ -244,7 +251,7 @@ class LeaseOps(BrokerBase):
         """Move claimed rows to active, each under its own fresh lease id (one UPDATE)."""
         expires = now + timedelta(seconds=conveyor_settings.LEASE_TTL)
         ids = {t.id: lease_id(now) for t in tasks}
-        self.store.mark_leased(ids, expires, holder, now)
+        self.ctx.store.mark_leased(ids, expires, holder, now)
         for t in tasks:
             t.state, t.lease_id, t.lease_expires_at, t.lease_holder = State.ACTIVE, ids[t.id], expires, holder
             t.started_at = t.updated_at = now
@@ -255,26 +262,26 @@ class LeaseOps(BrokerBase):
         if policy == "random":
             return _select_random(qs, n)
         order, index = ORDERS.get(policy, ORDERS["fifo"])
-        return self.store.select_due(qs, n, order, index)
+        return self.ctx.store.select_due(qs, n, order, index)
 
     def _next_due(self, queue: str, now: datetime) -> datetime | None:
         # Pending tasks are due by construction; only a retry waits for its
         # backoff to pass.
-        return self.tasks.filter(queue=queue, state__is=State.RETRY, due_at__gt=now).aggregate(m=Min("due_at"))["m"]
+        return self.ctx.tasks.filter(queue=queue, state__is=State.RETRY, due_at__gt=now).aggregate(m=Min("due_at"))["m"]
 
     # -- groups ----------------------------------------------------------------
 
     def lease_group(self, queue: str, group: str, holder: str = "") -> LeaseBatch:
         """Claim up to the group's max size members under one shared lease."""
-        now = self.now()
-        with self.atomic():
-            settings = Queue.objects.using(self.db).filter(name=queue).first()
+        now = self.ctx.now()
+        with self.ctx.atomic():
+            settings = Queue.objects.using(self.ctx.db).filter(name=queue).first()
             if settings is not None and settings.paused:
                 return LeaseBatch(throttled="paused")
-            size = self.group_config(queue, group).max_size  # type: ignore[attr-defined]
+            size = self.groups.group_config(queue, group).max_size
             self._lock_group(queue, group)
             members = list(
-                self.tasks.select_for_update(skip_locked=True)
+                self.ctx.tasks.select_for_update(skip_locked=True)
                 .filter(queue=queue, group=group, state__is=State.AGGREGATING)
                 .exclude(expires_at__lte=now)
                 .order_by("enqueued_at", "id")[:size]
@@ -283,14 +290,14 @@ class LeaseOps(BrokerBase):
                 shared = new_ulid(now)
                 self._mark_leased(members, now, holder, lambda _now: shared)
         leased = [LeasedTask.from_model(t) for t in members]
-        self.emit("leased", leased, now)
+        self.ctx.emit("leased", leased, now)
         return LeaseBatch(tasks=leased)
 
     def _lock_group(self, queue: str, group: str) -> None:
         # Two leasers racing with SKIP LOCKED could each lock part of the
         # group as they scan; a lock on the group for the transaction makes
         # one of them take the whole group and the other find nothing.
-        self.store.lock_group(GROUP_LOCK_NAMESPACE, zlib.crc32(f"{queue}\x00{group}".encode()) & 0x7FFFFFFF)
+        self.ctx.store.lock_group(GROUP_LOCK_NAMESPACE, zlib.crc32(f"{queue}\x00{group}".encode()) & 0x7FFFFFFF)
 
 
 ORDERS = {

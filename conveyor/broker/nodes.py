@@ -22,7 +22,8 @@ the endpoint goes silent.
 
 from __future__ import annotations
 
-from conveyor.broker.crashes import CrashOps, CrashReport
+from conveyor.broker.base import Context
+from conveyor.broker.crashes import Crashes, CrashReport
 
 NODE_LOST = "node lost"
 
@@ -32,11 +33,17 @@ def endpoint_holder(registration: str) -> str:
     return f"webhook:{registration}"
 
 
-class NodeOps(CrashOps):
+class Nodes:
+    """Dead nodes: find them, settle what they held; webhook endpoints' leases."""
+
+    def __init__(self, ctx: Context, crashes: Crashes) -> None:
+        self.ctx = ctx
+        self.crashes = crashes  # a dead node's leases are settled as one crash
+
     def dead_nodes(self, alive: str = "") -> list[str]:
         """The nodes, *alive* (the caller's own) aside, whose liveness lock is free
         (always none on SQLite: one embedded node)."""
-        return self.store.dead_nodes(alive)
+        return self.ctx.store.dead_nodes(alive)
 
     def rescue_node(self, node_id: str) -> CrashReport:
         """Settle every lease of dead node *node_id* as one crash.
@@ -45,10 +52,10 @@ class NodeOps(CrashOps):
         to commit, and none can be taken after it, so the leases read next
         are all the node will ever hold.
         """
-        self.store.withdraw_offers_of(node_id)
-        return self.settle_crash(self.store.leases_held_by(node_id), error=NODE_LOST)
+        self.ctx.store.withdraw_offers_of(node_id)
+        return self.crashes.settle_crash(self.ctx.store.leases_held_by(node_id), error=NODE_LOST)
 
     def hand_over(self, task_id: str, lease_id: str, registration: str) -> bool:
         """The endpoint of webhook *registration* accepted this task: its lease
         is the endpoint's now, not its node's. Whether the lease still held."""
-        return self.store.hand_over(task_id, lease_id, endpoint_holder(registration))
+        return self.ctx.store.hand_over(task_id, lease_id, endpoint_holder(registration))

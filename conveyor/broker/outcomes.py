@@ -13,7 +13,7 @@ from typing import Any
 
 from conveyor.backoff import RetryPolicy, backoff_delay
 from conveyor.broker.attempts import record_attempts
-from conveyor.broker.base import BrokerBase, Then, run_now
+from conveyor.broker.base import Context, Then, run_now
 from conveyor.broker.validation import check_seconds, check_time, scrub_text
 from conveyor.conf import conveyor_settings
 from conveyor.exceptions import InvalidArgument, LeaseLost
@@ -48,11 +48,16 @@ def retry_policy_of(task: Task) -> RetryPolicy:
     )
 
 
-class OutcomeOps(BrokerBase):
+class Outcomes:
+    """Outcomes of a lease (ack, fail, release, archive, extend, progress), matched on the lease."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
     # -- reading the lease ---------------------------------------------------
 
     def _leased_row(self, task_id: str, lease_id: str) -> Task:
-        row = self.store.lock_leased(task_id, lease_id)
+        row = self.ctx.store.lock_leased(task_id, lease_id)
         if row is None:
             raise LeaseLost(task_id, lease_id)
         return row
@@ -60,12 +65,12 @@ class OutcomeOps(BrokerBase):
     def _finish(self, row: Task, state: State, now: datetime, kind: str, fields: list[str]) -> None:
         """Save a terminal transition; resolve dependents after commit."""
         row.state, row.finished_at, row.updated_at, row.lease_expires_at = state, now, now, None
-        self.store.finish(row, fields)
+        self.ctx.store.finish(row, fields)
         if row.has_dependents:
-            self.resolve_after_commit([row.id])
+            self.ctx.resolve_after_commit([row.id])
         if row.concurrency_key:
-            self.wake_after_commit([row.queue])
-        self.emit(kind, [row], now)
+            self.ctx.wake_after_commit([row.queue])
+        self.ctx.emit(kind, [row], now)
 
     # -- ack -----------------------------------------------------------------
 
@@ -73,7 +78,7 @@ class OutcomeOps(BrokerBase):
         """Complete a leased task, storing an optional result (``ack_many`` of one)."""
         if self.ack_many([(LeaseRef(task_id, lease_id), result)]):
             raise LeaseLost(task_id, lease_id)
-        return self.tasks.get(id=task_id)
+        return self.ctx.tasks.get(id=task_id)
 
     def ack_many(self, items: Sequence[AckItem]) -> list[str]:
         """Complete many leased tasks in one transaction; return the ids whose lease was lost.
@@ -84,11 +89,11 @@ class OutcomeOps(BrokerBase):
         """
         if not items:
             return []
-        now = self.now()
-        won = self.store.complete_many(
+        now = self.ctx.now()
+        won = self.ctx.store.complete_many(
             _wanted(items), now, conveyor_settings.COMPLETED_RETENTION, conveyor_settings.ATTEMPTS_KEPT, _runners(items)
         )
-        return self._after_ack(items, won, now, self.after_commit)
+        return self._after_ack(items, won, now, self.ctx.after_commit)
 
     async def ack_on(self, conn: Any, items: Sequence[AckItem]) -> list[str]:
         """``ack_many`` through a psycopg ``AsyncConnection`` (autocommit, PostgreSQL), on the event loop.
@@ -98,8 +103,8 @@ class OutcomeOps(BrokerBase):
         """
         if not items:
             return []
-        now = self.now()
-        won = await self.store.acomplete_many(  # type: ignore[attr-defined]
+        now = self.ctx.now()
+        won = await self.ctx.store.acomplete_many(  # type: ignore[attr-defined]
             conn,
             _wanted(items),
             now,
@@ -116,9 +121,9 @@ class OutcomeOps(BrokerBase):
         for task, *_ in items:
             if task.id in won_ids:
                 task.state, task.finished_at = State.COMPLETED, now
-        self.resolve_after_commit([r.id for r in won if r.has_dependents], then=then)
-        self.wake_after_commit({r.queue for r in won if r.concurrency_key}, then=then)
-        self.emit("completed", won, now, then=then)
+        self.ctx.resolve_after_commit([r.id for r in won if r.has_dependents], then=then)
+        self.ctx.wake_after_commit({r.queue for r in won if r.concurrency_key}, then=then)
+        self.ctx.emit("completed", won, now, then=then)
         return [task.id for task, *_ in items if task.id not in won_ids]
 
     # -- failure -------------------------------------------------------------
@@ -126,10 +131,10 @@ class OutcomeOps(BrokerBase):
     def fail(self, task_id: str, lease_id: str, retry_at: datetime, error: str, by: Runner | None = None) -> Task:
         """Send a leased task back to ``retry``, due at *retry_at*."""
         check_time(retry_at, "retry_at")
-        now = self.now()
-        with self.atomic():
+        now = self.ctx.now()
+        with self.ctx.atomic():
             row = self._leased_row(task_id, lease_id)
-            record_attempts(self.store, [row], "failed" if row.cancel_requested else "retry", now, by, error)
+            record_attempts(self.ctx.store, [row], "failed" if row.cancel_requested else "retry", now, by, error)
             if row.cancel_requested:
                 # An operator canceled the running attempt: it ends archived.
                 row.last_error = _canceled_error(error)
@@ -143,16 +148,16 @@ class OutcomeOps(BrokerBase):
         row.retried += 1
         row.last_error = clip_error(error)
         row.lease_expires_at = None
-        self.store.retry(row)
-        self.wake_after_commit([row.queue], None if retry_at <= now else retry_at)
-        self.emit("retried", [row], now)
+        self.ctx.store.retry(row)
+        self.ctx.wake_after_commit([row.queue], None if retry_at <= now else retry_at)
+        self.ctx.emit("retried", [row], now)
 
     def archive_leased(self, task_id: str, lease_id: str, error: str = "", by: Runner | None = None) -> Task:
         """Dead-letter a leased task (skip retry)."""
-        now = self.now()
-        with self.atomic():
+        now = self.ctx.now()
+        with self.ctx.atomic():
             row = self._leased_row(task_id, lease_id)
-            record_attempts(self.store, [row], "failed", now, by, error)
+            record_attempts(self.ctx.store, [row], "failed", now, by, error)
             row.last_error = clip_error(error)
             self._finish(row, State.ARCHIVED, now, "archived", ["last_error"])
         return row
@@ -179,13 +184,13 @@ class OutcomeOps(BrokerBase):
         """
         if delay is not None:
             delay = check_seconds(delay, "delay", allow_zero=True)
-        now = self.now()
-        with self.atomic():
+        now = self.ctx.now()
+        with self.ctx.atomic():
             row = self._leased_row(task_id, lease_id)
-            self._settle_row(row, error, now, skip_retry=skip_retry, delay=delay, by=by, traceback=traceback)
+            self.settle_row(row, error, now, skip_retry=skip_retry, delay=delay, by=by, traceback=traceback)
         return row
 
-    def _settle_row(
+    def settle_row(
         self,
         row: Task,
         error: str,
@@ -205,7 +210,7 @@ class OutcomeOps(BrokerBase):
             row.deadline is not None and row.deadline <= now
         )
         told = f"{error}\n\n{traceback}" if traceback else error
-        record_attempts(self.store, [row], outcome or ("retry" if goes_on else "failed"), now, by, told)
+        record_attempts(self.ctx.store, [row], outcome or ("retry" if goes_on else "failed"), now, by, told)
         if row.cancel_requested:
             row.last_error = _canceled_error(error)
         elif skip_retry:
@@ -227,7 +232,7 @@ class OutcomeOps(BrokerBase):
         lost = self.release_many([(task_id, lease_id)], by=by)
         if lost:
             raise LeaseLost(task_id, lease_id)
-        return self.tasks.get(id=task_id)
+        return self.ctx.tasks.get(id=task_id)
 
     def release_many(self, refs: Sequence[tuple[str, str]], by: Runner | None = None) -> list[str]:
         """Release many leases; return the task ids whose lease was lost.
@@ -237,29 +242,29 @@ class OutcomeOps(BrokerBase):
         """
         if not refs:
             return []
-        now = self.now()
-        with self.atomic():
-            rows = self.store.lock_active(dict(refs))
+        now = self.ctx.now()
+        with self.ctx.atomic():
+            rows = self.ctx.store.lock_active(dict(refs))
             if by is not None:
-                record_attempts(self.store, rows, "released", now, by)
-            self._release_rows(rows, now)
+                record_attempts(self.ctx.store, rows, "released", now, by)
+            self.release_rows(rows, now)
         found = {r.id for r in rows}
         return [tid for tid, _ in refs if tid not in found]
 
-    def _release_rows(self, rows: Sequence[Task], now: datetime) -> None:
+    def release_rows(self, rows: Sequence[Task], now: datetime) -> None:
         """``release_many`` of rows locked by the caller (one canceled while running is archived)."""
         back = [r for r in rows if not r.cancel_requested]
         if back:
-            self.store.release([r.id for r in back], now)
+            self.ctx.store.release([r.id for r in back], now)
             for r in back:
                 r.state, r.due_at = State.PENDING, now
-            self.wake_after_commit({r.queue for r in back})
-            self.emit("released", back, now)
+            self.ctx.wake_after_commit({r.queue for r in back})
+            self.ctx.emit("released", back, now)
         for r in rows:
             if r.cancel_requested:
-                self._archive_canceled(r, now)
+                self.archive_canceled(r, now)
 
-    def _archive_canceled(self, row: Task, now: datetime, error: str = "") -> None:
+    def archive_canceled(self, row: Task, now: datetime, error: str = "") -> None:
         """End an attempt an operator canceled: archived, ``canceled while running``."""
         row.last_error = _canceled_error(error)
         self._finish(row, State.ARCHIVED, now, "archived", ["last_error"])
@@ -275,10 +280,10 @@ class OutcomeOps(BrokerBase):
 
     def extend_many(self, refs: Sequence[tuple[str, str]]) -> tuple[datetime, list[str]]:
         """Extend many leases; return (new expiry, task ids whose lease was lost)."""
-        expires = self.now() + timedelta(seconds=conveyor_settings.LEASE_TTL)
+        expires = self.ctx.now() + timedelta(seconds=conveyor_settings.LEASE_TTL)
         if not refs:
             return expires, []
-        alive = self.store.extend(dict(refs), expires)
+        alive = self.ctx.store.extend(dict(refs), expires)
         return expires, [tid for tid, _ in refs if tid not in alive]
 
     def set_progress(self, task_id: str, lease_id: str, percent: float, message: str = "") -> None:
@@ -286,7 +291,7 @@ class OutcomeOps(BrokerBase):
         if isinstance(percent, bool) or not isinstance(percent, (int, float)) or percent != percent:
             raise InvalidArgument("percent", "must be a number")
         value = int(max(0, min(100, percent)))
-        if not self.store.set_progress(task_id, lease_id, value, scrub_text(message or "")[:500]):
+        if not self.ctx.store.set_progress(task_id, lease_id, value, scrub_text(message or "")[:500]):
             raise LeaseLost(task_id, lease_id)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.db.models import Count, Min
 
-from conveyor.broker.base import BrokerBase
+from conveyor.broker.base import Context
 from conveyor.broker.types import ConcurrencyLimit, QueueStats, RateLimit
 from conveyor.broker.validation import check_int, check_queue_name
 from conveyor.exceptions import InvalidArgument
@@ -21,10 +21,15 @@ MAX_RATE = 1_000_000.0
 MAX_BURST = 1_000_000
 
 
-class QueueOps(BrokerBase):
+class Queues:
+    """Per-queue settings (pause, policy, rate and concurrency limits) and stats."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
     @property
     def queues(self) -> Any:
-        return Queue.objects.db_manager(self.db)
+        return Queue.objects.db_manager(self.ctx.db)
 
     def _queue_row(self, name: str) -> Queue:
         check_queue_name(name)
@@ -32,11 +37,11 @@ class QueueOps(BrokerBase):
         return row
 
     def _save(self, name: str, now: datetime | None = None, **fields: Any) -> Queue:
-        with self.atomic():
+        with self.ctx.atomic():
             row = self._queue_row(name)
             for key, value in fields.items():
                 setattr(row, key, value)
-            row.updated_at = now or self.now()
+            row.updated_at = now or self.ctx.now()
             row.save()
         return row
 
@@ -45,7 +50,7 @@ class QueueOps(BrokerBase):
     def set_queue_paused(self, name: str, paused: bool) -> None:
         self._save(name, paused=bool(paused))
         if not paused:
-            self.wake_after_commit([name])
+            self.ctx.wake_after_commit([name])
 
     def queue_paused(self, name: str) -> bool:
         return bool(self.queues.filter(name=name, paused=True).exists())
@@ -67,15 +72,15 @@ class QueueOps(BrokerBase):
         if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate <= MAX_RATE:
             raise InvalidArgument("rate", f"must be a number of tasks per second in (0, {MAX_RATE:g}]")
         check_int(burst, "burst", 1, MAX_BURST)
-        now = self.now()
+        now = self.ctx.now()
         # A fresh limit starts with a full bucket.
         self._save(name, now, rate=float(rate), burst=burst, tokens=float(burst), tokens_at=now)
-        self.wake_after_commit([name])
+        self.ctx.wake_after_commit([name])
         return RateLimit(name, float(rate), burst)
 
     def delete_rate_limit(self, name: str) -> None:
         if self.queues.filter(name=name).update(rate=None, burst=None, tokens=0.0, tokens_at=None):
-            self.wake_after_commit([name])
+            self.ctx.wake_after_commit([name])
 
     def rate_limit(self, name: str) -> RateLimit | None:
         row = self.queues.filter(name=name, rate__isnull=False).first()
@@ -91,12 +96,12 @@ class QueueOps(BrokerBase):
         """At most *limit* active tasks per concurrency key in queue *name*."""
         check_int(limit, "limit", 1, 1_000_000)
         self._save(name, concurrency_limit=limit)
-        self.wake_after_commit([name])
+        self.ctx.wake_after_commit([name])
         return ConcurrencyLimit(name, limit)
 
     def delete_concurrency_limit(self, name: str) -> None:
         if self.queues.filter(name=name).update(concurrency_limit=None):
-            self.wake_after_commit([name])
+            self.ctx.wake_after_commit([name])
 
     def concurrency_limit(self, name: str) -> ConcurrencyLimit | None:
         row = self.queues.filter(name=name, concurrency_limit__isnull=False).first()
@@ -110,7 +115,7 @@ class QueueOps(BrokerBase):
         """Active tasks per concurrency key, busiest first, at most *per_queue* keys a queue
         (the partial index ``task_active_key`` holds exactly these rows)."""
         rows = (
-            self.tasks.filter(state=State.ACTIVE, concurrency_key__isnull=False)
+            self.ctx.tasks.filter(state=State.ACTIVE, concurrency_key__isnull=False)
             .values_list("queue", "concurrency_key")
             .annotate(n=Count("id"))
             .order_by("queue", "-n", "concurrency_key")
@@ -126,12 +131,12 @@ class QueueOps(BrokerBase):
 
     def queue_stats(self) -> list[QueueStats]:
         """Every known queue with counts per state, sorted by name."""
-        now = self.now()
+        now = self.ctx.now()
         counts: dict[str, dict[str, int]] = {}
-        for queue, state, n in self.tasks.values_list("queue", "state").annotate(n=Count("id")).order_by():
+        for queue, state, n in self.ctx.tasks.values_list("queue", "state").annotate(n=Count("id")).order_by():
             counts.setdefault(queue, dict.fromkeys(STATE_NAMES, 0))[state] = n
         oldest = dict(
-            self.tasks.filter(state__among=LEASABLE, due_at__lte=now)
+            self.ctx.tasks.filter(state__among=LEASABLE, due_at__lte=now)
             .values_list("queue")
             .annotate(m=Min("due_at"))
             .order_by()

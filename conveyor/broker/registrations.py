@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from conveyor.broker.base import BrokerBase
+from conveyor.broker.base import Context
 from conveyor.broker.types import WebhookSpec
 from conveyor.broker.validation import check_int, check_queue_name, check_seconds, check_storable, check_text
 from conveyor.exceptions import InvalidArgument, NotFound
@@ -56,15 +56,20 @@ def check_webhook(spec: WebhookSpec) -> dict[str, Any]:
     }
 
 
-class RegistrationOps(BrokerBase):
+class Registrations:
+    """Webhook registrations."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
     @property
     def webhooks(self) -> Any:
-        return WebhookRegistration.objects.db_manager(self.db)
+        return WebhookRegistration.objects.db_manager(self.ctx.db)
 
     def upsert_webhook(self, spec: WebhookSpec) -> WebhookRegistration:
         """Create or replace a registration (every field)."""
         values = check_webhook(spec)
-        now = self.now()
+        now = self.ctx.now()
         values["updated_at"] = now
         reg, _ = self.webhooks.update_or_create(
             name=spec.name, defaults=values, create_defaults={**values, "created_at": now}
@@ -82,7 +87,7 @@ class RegistrationOps(BrokerBase):
 
     def set_webhook_paused(self, name: str, paused: bool) -> WebhookRegistration:
         reg = self.get_webhook(name)
-        reg.paused, reg.updated_at = bool(paused), self.now()
+        reg.paused, reg.updated_at = bool(paused), self.ctx.now()
         reg.save(update_fields=["paused", "updated_at"])
         return reg
 

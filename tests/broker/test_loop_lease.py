@@ -131,7 +131,7 @@ def test_a_lease_commits_without_waiting_for_the_wal_flush_and_leaves_the_sessio
     assert setting == _session_default()  # nothing left behind for a pooler to hand on
 
     # The statement the lease sends turns the flush wait off for its own transaction.
-    params, policy = broker._one_statement_params("default", 1, "h", broker.now())
+    params, policy = broker.concerns.leases.statement_params("default", 1, "h", broker.now())
     with connections["postgres"].cursor() as cursor, transaction.atomic(using="postgres"):
         cursor.execute(lease_sql(policy, by_key=False, async_commit=True), params)
         cursor.execute("SELECT current_setting('synchronous_commit')")
@@ -280,7 +280,7 @@ def test_the_lease_claims_its_rows_by_key_on_the_loop_connection(broker, leaser,
         broker.enqueue_batch([TaskSpec(type="t", payload=b"") for _ in range(100)])
         broker.ack_many([(t, None) for t in broker.lease("default", 100).tasks])
     enqueue(broker)
-    params, policy = broker._one_statement_params("default", 1, "h", broker.now())
+    params, policy = broker.concerns.leases.statement_params("default", 1, "h", broker.now())
 
     (plan,) = _plans_on_the_lease_connection(leaser, [(lease_sql(policy, by_key=True, async_commit=True), params)])
 
