@@ -8,7 +8,7 @@ from datetime import datetime
 from django.db.models import Exists, OuterRef, Q
 
 from conveyor.broker.base import Context
-from conveyor.broker.edges import edge_resolution
+from conveyor.broker.edges import CANCEL, READY, dependent_verdict, edge_resolution, stored_resolution
 from conveyor.broker.enqueue import CANCELED_BY_DEPENDENCY, ready_state
 from conveyor.broker.types import SweepReport
 from conveyor.models import Task, TaskDependency
@@ -65,27 +65,25 @@ class Dependencies:
         task = self.ctx.tasks.select_for_update().filter(id=task_id).first()
         if task is None:
             return False
-        edges = list(self.ctx.edges.filter(task_id=task_id))
-        cascade = False
-        for edge in edges:
-            if not _is_open(edge):
-                continue
-            state = upstream_states.get(edge.depends_on_id)
-            if state is None:
-                state = self._state_of(edge.depends_on_id)
-            if state not in TERMINAL:
-                continue
-            resolution = edge_resolution(state, edge.on_failure)
-            if resolution == "cancel":
-                cascade, resolution = True, TaskDependency.FAILED
-            if resolution != edge.resolution:
-                edge.resolution = resolution
-                TaskDependency.objects.using(self.ctx.db).filter(pk=edge.pk).update(resolution=resolution)
+        resolutions = []
+        for edge in self.ctx.edges.filter(task_id=task_id):
+            resolution = edge.resolution
+            if _is_open(edge):
+                state = upstream_states.get(edge.depends_on_id)
+                if state is None:
+                    state = self._state_of(edge.depends_on_id)
+                if state in TERMINAL:
+                    resolution = edge_resolution(state, edge.on_failure)
+                    if stored_resolution(resolution) != edge.resolution:
+                        edge.resolution = stored_resolution(resolution)
+                        TaskDependency.objects.using(self.ctx.db).filter(pk=edge.pk).update(resolution=edge.resolution)
+            resolutions.append(resolution)
         if task.state != State.BLOCKED:
             return False
-        if cascade:
+        verdict = dependent_verdict(resolutions)
+        if verdict == CANCEL:
             return self._cancel_blocked(task, now)
-        if all(e.resolution == TaskDependency.SATISFIED for e in edges):
+        if verdict == READY:
             self._promote(task, now, report)
         return False
 

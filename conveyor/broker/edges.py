@@ -1,9 +1,17 @@
-"""The rule of a dependency edge, in one place (SEMANTICS D11)."""
+"""The rule of a dependency edge and of a dependent, in one place (SEMANTICS D11).
+
+Both the enqueue (a task whose dependencies are already known) and the
+resolver (an upstream task just finished) decide through these two
+functions: each edge's resolution, then what the edges make of the task.
+"""
 
 from __future__ import annotations
 
 from conveyor.models import TaskDependency
 from conveyor.states import FAILED, State
+
+CANCEL = "cancel"  # an edge's verdict under cascade_cancel; stored as FAILED
+BLOCKED, READY = "blocked", "ready"
 
 
 def edge_resolution(upstream_state: str, policy: str) -> str:
@@ -22,6 +30,21 @@ def edge_resolution(upstream_state: str, policy: str) -> str:
         if policy == "continue":
             return TaskDependency.SATISFIED
         if policy == "cascade_cancel":
-            return "cancel"
+            return CANCEL
         return TaskDependency.FAILED
     return TaskDependency.UNRESOLVED
+
+
+def stored_resolution(resolution: str) -> str:
+    """The resolution an edge row keeps: a cascade's CANCEL is stored as FAILED."""
+    return TaskDependency.FAILED if resolution == CANCEL else resolution
+
+
+def dependent_verdict(resolutions: list[str]) -> str:
+    """What a dependent's edges make of it (D11): CANCEL when any edge
+    cancels it, READY when every edge is satisfied, else BLOCKED."""
+    if CANCEL in resolutions:
+        return CANCEL
+    if all(r == TaskDependency.SATISFIED for r in resolutions):
+        return READY
+    return BLOCKED

@@ -13,7 +13,7 @@ from django.db import IntegrityError, connections
 
 from conveyor.broker import offers
 from conveyor.broker.base import Context, Then, run_now
-from conveyor.broker.edges import edge_resolution
+from conveyor.broker.edges import BLOCKED, CANCEL, dependent_verdict, edge_resolution, stored_resolution
 from conveyor.broker.rows import NewTask, new_task, new_tasks, task_values
 from conveyor.broker.types import ItemResult, TaskSpec
 from conveyor.broker.validation import check_dependencies, task_fields
@@ -382,7 +382,7 @@ class Enqueuer:
     def _place(self, it: _Item, known: dict[str, str], siblings: dict[str, _Item], now: datetime) -> None:
         """Decide the item's initial state from its dependencies; build its edges."""
         assert it.task is not None
-        unmet = canceled = False
+        resolutions = []
         for i, (dep, policy) in enumerate(it.deps):
             if dep in known:
                 dep_state = known[dep]
@@ -392,17 +392,17 @@ class Enqueuer:
             else:
                 raise InvalidArgument(f"depends_on[{i}].task_id", f"unknown task {dep}")
             resolution = edge_resolution(dep_state, policy)
-            if resolution == "cancel":
-                canceled = True
-                resolution = TaskDependency.FAILED
-            elif resolution != TaskDependency.SATISFIED:
-                unmet = True
-            it.edges.append(TaskDependency(task_id=it.id, depends_on_id=dep, on_failure=policy, resolution=resolution))
+            resolutions.append(resolution)
+            edge = TaskDependency(
+                task_id=it.id, depends_on_id=dep, on_failure=policy, resolution=stored_resolution(resolution)
+            )
+            it.edges.append(edge)
         task = it.task
         task.enqueued_at = task.updated_at = now
-        if canceled:
+        verdict = dependent_verdict(resolutions)
+        if verdict == CANCEL:
             task.state, task.finished_at, task.last_error = State.CANCELED, now, CANCELED_BY_DEPENDENCY
-        elif unmet:
+        elif verdict == BLOCKED:
             task.state = State.BLOCKED
         else:
             task.state = ready_state(task, now)
