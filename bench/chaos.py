@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import math
 import os
 import random
@@ -262,6 +263,10 @@ def node_kill(scene: Scene, plan: Plan) -> Outcome:
         node = scene.nodes[k % len(scene.nodes)]
         scene.at(plan.window * (2 * k + 1) / (2 * kills + 1))
         pid = node.pid
+        # A kill that finds the node holding nothing measures no rescue (at
+        # the short form's rate that happens): wait, briefly, for a task.
+        with contextlib.suppress(RuntimeError, psycopg.Error):
+            wait_for(functools.partial(held_by, scene.database_url, pid), 5, "the node to hold a task", interval=0.02)
         kill_at = scene.kill_node(node)
         held.append((kill_at, held_by(scene.database_url, pid)))
         back_at = time.time() + 10  # the survivor alone; then the node comes back and its workers reconnect

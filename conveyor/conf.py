@@ -54,7 +54,7 @@ SPEC: dict[str, tuple[Any, str]] = {
     "GROUP_SWEEP_INTERVAL": (1.0, "duration"),
     # How often the leader looks for nodes PostgreSQL saw die (their
     # liveness lock free) to rescue their leases (conveyor/sweepers/rescuer.py)
-    "NODE_RESCUE_INTERVAL": (1.0, "duration"),
+    "NODE_RESCUE_INTERVAL": (0.25, "duration"),
     # Bulk actions on a filter (conveyor/broker/bulk.py): tasks per batch
     # (one transaction each), batches per pass of the leader's bulk sweeper
     "BULK_SWEEP_INTERVAL": (1.0, "duration"),

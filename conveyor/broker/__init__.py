@@ -72,7 +72,7 @@ class Concerns:
     leases: Leases  # uses groups
     outcomes: Outcomes
     crashes: Crashes  # uses outcomes
-    nodes: Nodes  # uses crashes
+    nodes: Nodes  # uses outcomes
     sweeps: Sweeps
     dependencies: Dependencies
     admin: Admin
@@ -92,7 +92,7 @@ class Concerns:
             leases=Leases(ctx, groups),
             outcomes=outcomes,
             crashes=crashes,
-            nodes=Nodes(ctx, crashes),
+            nodes=Nodes(ctx, outcomes),
             sweeps=Sweeps(ctx),
             dependencies=Dependencies(ctx),
             admin=admin,

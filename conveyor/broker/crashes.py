@@ -64,7 +64,7 @@ def charged_rows(rows: Sequence[Task], in_flight: int) -> list[Task]:
 
 
 class Crashes:
-    """Crash attribution: settle the tasks a lost worker held (or a dead node's)."""
+    """Crash attribution: settle the tasks a lost worker held."""
 
     def __init__(self, ctx: Context, outcomes: Outcomes) -> None:
         self.ctx = ctx

@@ -251,13 +251,21 @@ class Outcomes:
         found = {r.id for r in rows}
         return [tid for tid, _ in refs if tid not in found]
 
-    def release_rows(self, rows: Sequence[Task], now: datetime) -> None:
-        """``release_many`` of rows locked by the caller (one canceled while running is archived)."""
+    def release_rows(self, rows: Sequence[Task], now: datetime, *, in_place: bool = False) -> None:
+        """``release_many`` of rows locked by the caller (one canceled while running is archived).
+
+        *in_place*: each keeps its due time, and so its place in line
+        (``store.requeue``: a dead node's tasks); otherwise it is due now.
+        """
         back = [r for r in rows if not r.cancel_requested]
         if back:
-            self.ctx.store.release([r.id for r in back], now)
+            ids = [r.id for r in back]
+            if in_place:
+                self.ctx.store.requeue(ids, now)
+            else:
+                self.ctx.store.release(ids, now)
             for r in back:
-                r.state, r.due_at = State.PENDING, now
+                r.state, r.due_at = State.PENDING, (r.due_at if in_place else now)
             self.ctx.wake_after_commit({r.queue for r in back})
             self.ctx.emit("released", back, now)
         for r in rows:

@@ -208,6 +208,9 @@ class Store(Protocol):
     def release(self, ids: Sequence[str], now: datetime) -> None:
         """Give leased rows back: pending, due now, no attempt spent."""
 
+    def requeue(self, ids: Sequence[str], now: datetime) -> None:
+        """Give leased rows back where they stood in line: pending, due time kept, no attempt spent."""
+
     def extend(self, wanted: dict[str, str], expires: datetime) -> set[str]:
         """Push the leases of *wanted* to *expires*; the ids still leased."""
 

@@ -26,6 +26,11 @@ FINISHED = ["state", "finished_at", "updated_at", "lease_expires_at"]
 RETRY = ["state", "due_at", "updated_at", "retried", "last_error", "lease_expires_at", "suspect"]
 
 
+def released(now: datetime) -> dict[str, Any]:
+    """The columns a leased row gives back when it is released, its due time aside."""
+    return {"state": State.PENDING, "updated_at": now, "lease_expires_at": None, "lease_holder": "", "started_at": None}
+
+
 class OrmTransitions:
     alias: str
 
@@ -69,9 +74,12 @@ class OrmTransitions:
     def release(self, ids: Sequence[str], now: datetime) -> None:
         """Give leased rows back: pending, due now. A released attempt did
         not count: it leaves no trace of a run."""
-        self.tasks.filter(id__in=list(ids)).update(
-            state=State.PENDING, due_at=now, updated_at=now, lease_expires_at=None, lease_holder="", started_at=None
-        )
+        self.tasks.filter(id__in=list(ids)).update(due_at=now, **released(now))
+
+    def requeue(self, ids: Sequence[str], now: datetime) -> None:
+        """Give leased rows back where they stood in line: pending, their due
+        time kept (it was past when they were leased), no attempt spent."""
+        self.tasks.filter(id__in=list(ids)).update(**released(now))
 
     def extend(self, wanted: dict[str, str], expires: datetime) -> set[str]:
         """Push the leases of *wanted* (id -> lease id) to *expires*; the ids still leased."""

@@ -132,6 +132,9 @@ class SealingStore:
     def release(self, ids: Sequence[str], now: datetime) -> None:
         self.inner.release(ids, now)
 
+    def requeue(self, ids: Sequence[str], now: datetime) -> None:
+        self.inner.requeue(ids, now)
+
     def extend(self, wanted: dict[str, str], expires: datetime) -> set[str]:
         return self.inner.extend(wanted, expires)
 

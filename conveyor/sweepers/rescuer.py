@@ -1,4 +1,4 @@
-"""Rescuer: settle at once the leases of nodes that died (docs/architecture.md, "Node death")."""
+"""Rescuer: give back at once the leases of nodes that died (docs/architecture.md, "Node death")."""
 
 from __future__ import annotations
 
@@ -34,14 +34,12 @@ class Rescuer(Sweeper):
         free = self.broker.dead_nodes(alive)
         self.free_since = {node_id: self.free_since.get(node_id, now) for node_id in free}
         dead = [n for n, since in self.free_since.items() if (now - since).total_seconds() >= cluster.DEATH_CONFIRM]
-        report = {"nodes_rescued": 0, "charged": 0, "suspects": 0, "released": 0}
+        report = {"nodes_rescued": 0, "released": 0}
         for node_id in dead:
-            settled = self.broker.rescue_node(node_id)
+            released = self.broker.rescue_node(node_id)
             # Its row (and its sessions') go too: the cluster view shows it gone.
             cluster.remove_node(node_id, using=self.broker.db)
             del self.free_since[node_id]
             report["nodes_rescued"] += 1
-            report["charged"] += len(settled.charged)
-            report["suspects"] += len(settled.suspects)
-            report["released"] += len(settled.released)
+            report["released"] += len(released)
         return report

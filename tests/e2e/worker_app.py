@@ -1,7 +1,8 @@
 """A worker process for end-to-end tests, built on the public SDK only.
 
 Every task's payload says what to do: ``{"sleep": 0.1}``, ``{"sleep_first": 60}``
-(first attempt only), ``{"fail": true}``, ``{"fail_with": "text"}`` (first attempt
+(first attempt only), ``{"hang_in": pid}`` (the worker process with that pid
+sleeps an hour, any other goes on at once), ``{"fail": true}``, ``{"fail_with": "text"}`` (first attempt
 only), ``{"echo": value}`` (the result carries it), ``{"skip": true}``,
 ``{"exit": true}`` (the process dies at once, as a crash would), ``{"wait_cancel": true}``, ``{"progress": 50}``. Each
 start and finish is appended as a JSON line to ``--log`` (one file per
@@ -104,6 +105,8 @@ def main() -> None:
             if spec.get("progress") is not None:
                 task.progress(spec["progress"], "halfway")
             if spec.get("wait_cancel"):
+                await asyncio.sleep(3600)
+            if spec.get("hang_in") == os.getpid():
                 await asyncio.sleep(3600)
             if spec.get("sleep_first") and task.attempt == 1:
                 await asyncio.sleep(spec["sleep_first"])

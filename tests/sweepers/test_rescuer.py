@@ -1,9 +1,11 @@
-"""Node death: the rescuer settles a dead node's leases at once, as one crash (docs/architecture.md).
+"""Node death: the rescuer gives a dead node's leases back at once (docs/architecture.md).
 
 A node is dead when its liveness lock (conveyor/dispatch/liveness.py) has
 been free for ``DEATH_CONFIRM``: PostgreSQL frees it when the node's
-session ends. Here locks are held on real sessions of the test database,
-and time moves only through the fake clock.
+session ends. Its tasks are released where they stood in line, with no
+attempt charged and no suspect mark: a node runs no handler, so its death
+is no evidence against them. Here locks are held on real sessions of the
+test database, and time moves only through the fake clock.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from django.db import connections
 
 from conveyor import cluster
 from conveyor.broker.nodes import NODE_LOST
-from conveyor.models import Node, Offer
+from conveyor.models import Node, Offer, Task
 from conveyor.states import State
 from conveyor.sweepers import Rescuer
-from tests.broker.factories import enqueue, reload
+from tests.broker.factories import enqueue, lease_one, reload
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -66,7 +68,7 @@ def hold_lock(broker) -> Iterator:
         conn.close()
 
 
-def test_a_dead_nodes_lone_task_is_charged_one_crash_attempt_once_its_lock_stays_free(broker, clock, postgres):
+def test_a_dead_nodes_task_is_released_with_nothing_charged_once_its_lock_stays_free(broker, clock, postgres):
     add_node(broker, "dead-node")
     (task,) = lease_to(broker, "dead-node", 1)
     rescuer = Rescuer(broker)
@@ -74,23 +76,24 @@ def test_a_dead_nodes_lone_task_is_charged_one_crash_attempt_once_its_lock_stays
     first, second = two_passes(broker, clock, rescuer)
 
     assert first["nodes_rescued"] == 0  # free once: maybe a node reconnecting
-    assert second == {"nodes_rescued": 1, "charged": 1, "suspects": 0, "released": 0}
+    assert second == {"nodes_rescued": 1, "released": 1}
     stored = reload(broker, task.id)
-    assert (stored.state, stored.retried, stored.last_error, stored.suspect) == (State.RETRY, 1, NODE_LOST, True)
+    assert (stored.state, stored.retried, stored.suspect, stored.lease_holder) == (State.PENDING, 0, False, "")
+    assert stored.due_at <= clock.now()  # due at once
     assert not Node.objects.using(broker.db).filter(id="dead-node").exists()
 
 
-def test_a_dead_nodes_several_tasks_become_suspects_with_no_attempt_counted(broker, clock, postgres):
+def test_a_dead_nodes_tasks_become_no_suspects_and_a_suspect_among_them_is_not_charged(broker, clock, postgres):
     add_node(broker, "dead-node")
     tasks = lease_to(broker, "dead-node", 3)
+    Task.objects.using(broker.db).filter(id=tasks[0].id).update(suspect=True)  # in flight in an earlier crash
 
     _, report = two_passes(broker, clock, Rescuer(broker))
 
-    assert report["suspects"] == 3
-    for task in tasks:
-        stored = reload(broker, task.id)
-        assert (stored.state, stored.retried, stored.suspect) == (State.RETRY, 0, True)
-        assert stored.last_error == f"{NODE_LOST} with 3 tasks in flight (attempt not counted)"
+    assert report == {"nodes_rescued": 1, "released": 3}
+    stored = [reload(broker, t.id) for t in tasks]
+    assert [(s.state, s.retried) for s in stored] == [(State.PENDING, 0)] * 3
+    assert [s.suspect for s in stored] == [True, False, False]  # none made one; the flag stays for good
 
 
 def test_a_node_holding_its_lock_or_recording_no_key_is_not_rescued(broker, clock, postgres, hold_lock):
@@ -129,18 +132,50 @@ def test_a_lock_taken_again_before_the_confirmation_saves_the_node(broker, clock
     assert reload(broker, task.id).state == State.ACTIVE
 
 
-def test_rescuing_a_node_withdraws_its_offers_and_settles_its_leases_as_one_crash(broker, clock):
+def test_rescuing_a_node_withdraws_its_offers_and_releases_only_its_leases(broker, clock):
     # The broker's part, on both databases (SQLite never finds a node dead).
     Offer.objects.using(broker.db).create(queue="default", channel="c", lease_id="L.o0", holder="gone", expires_at=NOW)
     Offer.objects.using(broker.db).create(queue="default", channel="c", lease_id="L.o1", holder="other", expires_at=NOW)
     (task,) = lease_to(broker, "gone", 1)
     (other,) = lease_to(broker, "other", 1)
 
-    report = broker.rescue_node("gone")
-
-    assert report.charged == [task.id]
+    assert broker.rescue_node("gone") == [task.id]
     assert list(Offer.objects.using(broker.db).values_list("holder", flat=True)) == ["other"]
+    assert reload(broker, task.id).state == State.PENDING
     assert reload(broker, other.id).state == State.ACTIVE
+
+
+def test_a_dead_nodes_tasks_keep_their_place_in_line(broker, clock):
+    # Leased from the head of the queue, they go back to it: ahead of the
+    # tasks enqueued while the node held them, not behind that backlog.
+    held = [enqueue(broker) for _ in range(2)]
+    assert [t.id for t in broker.lease("default", 2, holder="gone").tasks] == [t.id for t in held]
+    clock.advance(1)
+    later = enqueue(broker)
+    clock.advance(1)
+
+    broker.rescue_node("gone")
+
+    assert [lease_one(broker).id for _ in range(3)] == [*(t.id for t in held), later.id]
+    assert [reload(broker, t.id).due_at for t in held] == [t.due_at for t in held]
+
+
+def test_a_rescue_records_each_attempt_released_by_the_node_with_no_retry_spent(broker, clock):
+    (task,) = lease_to(broker, "gone", 1)
+
+    broker.rescue_node("gone")
+
+    (attempt,) = broker.task_attempts(task.id)
+    assert (attempt.outcome, attempt.error, attempt.node) == ("released", NODE_LOST, "gone")
+    assert reload(broker, task.id).retried == 0
+
+
+def test_a_task_canceled_while_a_dead_node_held_it_is_archived(broker, clock):
+    (task,) = lease_to(broker, "gone", 1)
+    broker.cancel_task(task.id)  # running: the worker is asked to stop it
+
+    assert broker.rescue_node("gone") == [task.id]
+    assert reload(broker, task.id).state == State.ARCHIVED
 
 
 def test_sqlite_finds_no_node_dead(broker, clock):
@@ -156,9 +191,8 @@ def test_a_task_a_webhook_endpoint_accepted_is_left_to_it_by_a_rescue(broker, cl
     accepted, delivered = lease_to(broker, "gone", 2)
 
     assert broker.hand_over(accepted.id, accepted.lease_id, "hooks") is True
-    report = broker.rescue_node("gone")
 
-    assert report.charged == [delivered.id]  # the node's only task now: the endpoint has the other
+    assert broker.rescue_node("gone") == [delivered.id]  # the node's only task now: the endpoint has the other
     stored = reload(broker, accepted.id)
     assert (stored.state, stored.lease_id, stored.lease_holder) == (State.ACTIVE, accepted.lease_id, "webhook:hooks")
     assert broker.hand_over(delivered.id, delivered.lease_id, "hooks") is False  # its lease is gone
