@@ -54,7 +54,8 @@ def check_task_read(token: ApiToken, request: Any, response: Any) -> None:
 
 
 def _names(message: Any) -> TaskNames:
-    return TaskNames(message.task_id or None, tuple(d.task_id for d in message.depends_on if d.task_id))
+    deps = tuple(d.task_id for d in message.depends_on if d.task_id)
+    return TaskNames(message.task_id or None, deps, message.unique_key or None)
 
 
 def screen_one(token: ApiToken, request: Any) -> None:
