@@ -204,7 +204,6 @@ class Surface:
 class Report:
     surfaces: dict[str, Surface] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
-    known: list[str] = field(default_factory=list)  # a library's limit, said below the table, not counted
 
     def surface(self, name: str) -> Surface:
         return self.surfaces.setdefault(name, Surface(name))
@@ -815,8 +814,6 @@ class Fuzzer:
             self.record("ws-events", case, status=status)
             return
         except (ConnectionClosed, OSError, TimeoutError) as exc:
-            if self.handshake_limit(len(path), exc, f"[ws-events] {case}"):
-                return
             self.record("ws-events", case, ws=f"{type(exc).__name__}: {exc}"[:200])
             return
         strange = [f for f in frames if "events" not in f and "error" not in f]
@@ -824,14 +821,6 @@ class Fuzzer:
         if code is not None and code not in WS_CLOSE_OK:
             problem = f"close code {code}"
         self.record("ws-events", case, ws=problem)
-
-    def handshake_limit(self, size: int, exc: Exception, case: str) -> bool:
-        """uvicorn's WebSocket handshake (websockets' sans-I/O parser) takes lines of at most
-        8 KiB; a longer request line or header is never answered (the client times out)."""
-        if size <= 8192 or not isinstance(exc, TimeoutError):
-            return False
-        self.report.known.append(f"{case}: no handshake answer to a line over 8 KiB (uvicorn)")
-        return True
 
     def _sse(self, path: str, headers: dict[str, Any] | None = None) -> tuple[int, str | None] | None:
         try:
@@ -898,8 +887,6 @@ class Fuzzer:
             self.record("auth", f"{label} {path}", status=exc.response.status_code)
             return
         except (ConnectionClosed, OSError, TimeoutError) as exc:
-            if self.handshake_limit(len(value), exc, f"[auth] {label} {path}"):
-                return
             self.record("auth", f"{label} {path}", ws=f"{type(exc).__name__}: {exc}"[:200])
             return
         problem = None
@@ -1133,10 +1120,6 @@ def main() -> None:
     print(f"\n{len(report.failures)} failures in {time.monotonic() - started:.0f}s")
     for failure in report.failures:
         print(" ", failure)
-    if report.known:
-        print(f"\n{len(report.known)} known limits of the libraries the node runs on (not counted):")
-        for known in report.known:
-            print(" ", known)
     sys.exit(0 if report.clean else 1)
 
 

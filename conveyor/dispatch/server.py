@@ -82,6 +82,8 @@ def server_config() -> Any:
     import uvicorn
     from channels.routing import get_default_application
 
+    from conveyor.dispatch.handshake import AnsweredHandshake
+
     uvicorn_errors = logging.getLogger("uvicorn.error")
     if not any(isinstance(f, ClientMistakes) for f in uvicorn_errors.filters):
         uvicorn_errors.addFilter(ClientMistakes())
@@ -96,6 +98,7 @@ def server_config() -> Any:
         access_log=False,  # CONVEYOR_ACCESS_LOG is the node's own (conveyor.logs.AccessLog)
         server_header=False,
         proxy_headers=False,  # behind a proxy, Django's SECURE_PROXY_SSL_HEADER says what to trust
+        ws=AnsweredHandshake,  # websockets-sansio, answering a handshake it cannot parse (handshake.py)
         ws_max_size=MAX_MESSAGE,
         ws_per_message_deflate=False,  # frames are small JSON (Daphne negotiated no compression either)
         timeout_keep_alive=KEEP_ALIVE,

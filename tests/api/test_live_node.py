@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -95,6 +96,48 @@ def test_http_without_a_valid_token_is_401(node, method, path, body, headers):
     assert response.status_code == 401
     payload = response.json()
     assert payload.get("error", payload.get("code")) == "unauthenticated"
+
+
+def handshake(node: NodeProcess, path: str, extra: bytes) -> tuple[bytes, bool]:
+    """A raw WebSocket upgrade with *extra* header lines: the answer, and whether the node then closed."""
+    host, port = node.url.removeprefix("http://").rsplit(":", 1)
+    request = (
+        f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+    ).encode()
+    answer = b""
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(request + extra + b"\r\n")
+        try:
+            while chunk := sock.recv(65536):
+                answer += chunk
+        except TimeoutError:
+            return answer, False
+    return answer, True
+
+
+@pytest.mark.parametrize("path", ["/ws/events", "/ws/worker"])
+@pytest.mark.parametrize(
+    "extra",
+    [b"X-Big: " + b"a" * 9000 + b"\r\n", b"X-Big: " + b"a" * 1_000_000 + b"\r\n",
+     b"".join(b"X-%d: v\r\n" % i for i in range(200))],
+    ids=["a-9-KiB-header", "a-1-MB-header", "200-headers"],
+)  # fmt: skip
+def test_a_websocket_handshake_with_headers_too_large_is_answered_431_then_closed(node, path, extra):
+    answer, closed = handshake(node, path, extra + f"Authorization: Bearer {TOKEN}\r\n".encode())
+
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 431 "), answer[:300]
+    assert json.loads(body)["error"] == "invalid_argument" and "too large" in json.loads(body)["message"]
+    assert closed
+
+
+def test_a_websocket_handshake_within_the_limits_is_still_accepted(node):
+    answer, _ = handshake(
+        node, "/ws/events", b"X-Big: " + b"a" * 8000 + f"\r\nAuthorization: Bearer {TOKEN}\r\n".encode()
+    )
+
+    assert answer.startswith(b"HTTP/1.1 101 "), answer[:300]
 
 
 def test_http_with_the_token_is_served(node):
