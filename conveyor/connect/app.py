@@ -12,7 +12,7 @@ without the trailers extension (uvicorn, the node's) cannot send: such a request
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -62,7 +62,7 @@ class Service:
 
     def __getattr__(self, name: str) -> Any:
         if name in self._streams:
-            return self._streams[name]
+            return checked_stream(self._streams[name])
         handler = self._handlers.get(name)
         if handler is None:
             raise AttributeError(name)
@@ -82,6 +82,17 @@ class Service:
             return response
 
         return call
+
+
+def checked_stream(stream: Callable[[Any, RequestContext], AsyncIterator[Any]]) -> Any:
+    """A server stream whose request is refused, as a unary call's is, when a string holds NUL."""
+
+    async def call(request: Any, ctx: RequestContext) -> AsyncIterator[Any]:
+        refuse_nul(request)
+        async for message in stream(request, ctx):
+            yield message
+
+    return call
 
 
 class WorkerSessions:
