@@ -20,7 +20,11 @@ Starts ``conveyord`` on PostgreSQL and Redis (a private database on
   ``welcome``;
 * ``/ws/events`` and ``/api/v1/events``: hostile filters and messages;
 * the ``Authorization`` header on each kind of endpoint; the health,
-  metrics, schema and static routes.
+  metrics, schema and static routes;
+* the dashboard, signed in as a superuser: each page's query parameters
+  (the task list's filter bar and search, its cursor), the ids in its paths
+  (tasks, queues, cron entries, webhooks) and each field of its forms (bulk
+  and selected-task actions, reschedule, queue limits, cron, webhooks).
 
 Hostile values: NUL, lone surrogates, 100,000-character strings, control
 and bidi characters, ``1e400``, ``-2**70``, a 5,000-digit integer, NaN,
@@ -74,6 +78,7 @@ TOKEN = "fuzz-token-0123456789abcdefghijklmnopqrstuvwxyz"
 SECRET_KEY = "fuzz-only-secret-key:0123456789-abcdefghijklmnopqrstuvwxyz-ABCDEFGH"
 RAW = "\u0001raw\u0001"  # a placeholder json.dumps writes as "\\u0001raw\\u0001"
 TEN_MB = 10 * 1024 * 1024
+STAFF_USER, STAFF_PASSWORD = "fuzz-staff", "fuzz-staff-password-0123456789"
 
 # -- hostile values -------------------------------------------------------------------------------
 
@@ -329,6 +334,16 @@ def rest_problem(response: httpx.Response) -> str | None:
     return None
 
 
+def dashboard_problem(response: httpx.Response) -> str | None:
+    """A dashboard page may answer an error with a page of its own, but never a traceback,
+    nor a sign-in page (the session must hold), and its JSON (the cron preview) is strict."""
+    if response.status_code in (301, 302) and "/admin/login/" in response.headers.get("location", ""):
+        return f"signed out: {response.headers['location'][:80]}"
+    if "Traceback" in response.text:
+        return f"a traceback in a {response.status_code} page"
+    return answer_problem(response)
+
+
 def connect_problem(response: httpx.Response) -> str | None:
     if response.status_code < 400:
         return answer_problem(response)
@@ -371,8 +386,10 @@ PROBE = {"type": "fuzz-probe"}
 
 
 class Fuzzer:
-    def __init__(self, url: str, output: Callable[[], str], *, token: str = TOKEN, short: bool = False) -> None:
+    def __init__(self, url: str, output: Callable[[], str], *, token: str = TOKEN, short: bool = False,
+                 staff: tuple[str, str] = (STAFF_USER, STAFF_PASSWORD)) -> None:  # fmt: skip
         self.url, self.output, self.token, self.short = url.rstrip("/"), output, token, short
+        self.staff = staff  # a superuser's login, for the dashboard (create_staff makes it)
         self.ws_url = self.url.replace("http", "ws", 1)
         self.auth = {"Authorization": f"Bearer {token}"}
         self.http = httpx.Client(base_url=self.url, timeout=60, headers=self.auth)
@@ -913,7 +930,96 @@ class Fuzzer:
                         response.status_code not in (404, 405) else None  # fmt: skip
                     self.record("other", f"{method} {template} {label}", status=response.status_code, shape=shape)
 
-    SURFACES = ("rest", "connect", "worker", "events", "auth", "other")
+    # -- the dashboard (a staff session): its pages' query parameters, ids in paths, its forms
+
+    DASHBOARD_PAGES = {
+        "/": ("next",),
+        "/queues/": (),
+        "/tasks/": ("queue", "state", "type", "q", "where", "contains", "limit", "after", "trail"),
+        "/limits/": (),
+        "/workers/": (),
+        "/cron/": (),
+        "/cron/new": (),
+        "/cron/preview": ("spec", "timezone"),
+        "/webhooks/": (),
+        "/webhooks/new": (),
+        "/events/": ("queue", "type", "kind"),
+    }
+    # (method, path with {v} for the hostile value; {task}, {queue}, ... for the fixtures)
+    DASHBOARD_PATHS = [
+        ("GET", "/tasks/{v}/"), ("POST", "/tasks/{v}/run"), ("POST", "/tasks/{v}/cancel"),
+        ("POST", "/tasks/{task}/{v}"), ("GET", "/queues/{v}/"), ("POST", "/queues/{v}/pause"),
+        ("POST", "/queues/{queue}/{v}"), ("GET", "/cron/{v}/edit"), ("POST", "/cron/{v}/pause"),
+        ("GET", "/webhooks/{v}/edit"), ("POST", "/webhooks/{v}/pause"),
+    ]  # fmt: skip
+    # (path, the form's valid fields): each field in turn gets each hostile value
+    DASHBOARD_FORMS = [
+        ("/tasks/actions", {"action": "run", "ids": "{task}", "next": "/tasks/"}),
+        ("/tasks/bulk", {"action": "cancel", "queue": "{queue}-none", "state": "", "type": "", "q": "", "where": "",
+                         "contains": ""}),
+        ("/tasks/{task}/reschedule", {"process_in": "1h", "process_at": ""}),
+        ("/queues/{queue}/policy", {"policy": "fifo"}),
+        ("/queues/{queue}/rate-limit", {"rate": "5", "burst": "1", "op": "set"}),
+        ("/queues/{queue}/concurrency-limit", {"limit": "2", "op": "set"}),
+        ("/queues/{queue}/group-config", {"group": "", "max_size": "5", "max_delay": "1s", "grace": "1s", "op": "set"}),
+        ("/cron/new", {"id": "{cron}-new", "spec": "@daily", "timezone": "UTC", "task_type": "fuzz", "queue": "{queue}",
+                       "content_type": "application/json", "payload": "{}", "options": ""}),
+        ("/webhooks/new", {"name": "{hook}-new", "url": "https://hooks.example/y", "queues": "{queue}-hook=1",
+                           "concurrency": "1", "request_timeout": "30s", "batch_types": "", "new_secret": "s" * 32}),
+    ]  # fmt: skip
+
+    def dashboard(self) -> None:
+        with httpx.Client(base_url=self.url, timeout=60) as client:
+            self.log_in(client)
+            csrf = {"X-CSRFToken": client.cookies.get("csrftoken", ""), "Referer": self.url + "/"}
+            for path, params in self.DASHBOARD_PAGES.items():
+                self.dashboard_case(client, "GET", path, None, {}, path)
+                for param in params:
+                    for label, raw in self.some(self.path_values):
+                        self.dashboard_case(
+                            client, "GET", f"{path}?{param}={raw}", None, {}, f"{path} ?{param}={label}"
+                        )
+            for method, template in self.DASHBOARD_PATHS:
+                for label, raw in self.some(self.path_values):
+                    path = self.dashboard_path(template.replace("{v}", raw), self.fixtures())
+                    self.dashboard_case(client, method, path, b"", csrf, f"{method} {template} {label}")
+            for template, form in self.DASHBOARD_FORMS:
+                for name in form:
+                    for label, raw in self.some(self.path_values):
+                        fx = self.fixtures()
+                        fields = {k: quote(self.dashboard_path(v, fx), safe="") for k, v in form.items()}
+                        body = "&".join(f"{k}={raw if k == name else v}" for k, v in fields.items()).encode()
+                        self.dashboard_case(client, "POST", self.dashboard_path(template, fx), body, csrf,
+                                            f"POST {template} {name}={label}")  # fmt: skip
+
+    def log_in(self, client: httpx.Client) -> None:
+        client.get("/admin/login/")
+        user, password = self.staff
+        response = client.post("/admin/login/", data={"username": user, "password": password, "next": "/",
+                                                      "csrfmiddlewaretoken": client.cookies.get("csrftoken", "")})  # fmt: skip
+        if response.status_code != 302:
+            raise RuntimeError(f"the staff login failed ({response.status_code}): is {user!r} a superuser?")
+
+    @staticmethod
+    def dashboard_path(template: str, fx: dict[str, str]) -> str:
+        names = {"task": "task_id", "queue": "queue", "cron": "entry_id", "hook": "hook"}
+        for name, key in names.items():
+            template = template.replace("{" + name + "}", fx[key])
+        return template
+
+    def dashboard_case(self, client: httpx.Client, method: str, path: str, body: bytes | None,
+                       headers: dict[str, str], case: str) -> None:  # fmt: skip
+        if body is not None:
+            headers = {**headers, "Content-Type": "application/x-www-form-urlencoded"}
+        try:
+            response = client.request(method, path, content=body, headers=headers)
+        except httpx.HTTPError as exc:
+            self.record("dashboard", case, status=599)
+            self.report.failures.append(f"[dashboard] {case}: no answer ({type(exc).__name__})")
+            return
+        self.record("dashboard", case, status=response.status_code, shape=dashboard_problem(response))
+
+    SURFACES = ("rest", "connect", "worker", "events", "auth", "other", "dashboard")
 
     def run(self, surfaces: tuple[str, ...] = SURFACES) -> Report:
         for name in surfaces:
@@ -1054,6 +1160,24 @@ def _varint(n: int) -> bytes:
 
 
 @contextlib.contextmanager
+def create_staff(python: str, project: Path, env: dict[str, str]) -> None:
+    """The superuser the dashboard surface signs in as, in the node's database."""
+    import subprocess
+
+    env = {**env, "DJANGO_SUPERUSER_PASSWORD": STAFF_PASSWORD}
+    argv = [
+        python,
+        "manage.py",
+        "createsuperuser",
+        "--noinput",
+        "--username",
+        STAFF_USER,
+        "--email",
+        "fuzz@example.com",
+    ]
+    subprocess.run(argv, cwd=project, env=env, check=True, stdout=subprocess.DEVNULL)
+
+
 def fuzz_node(keep: bool = False, project: Path = ROOT) -> Iterator[tuple[str, Callable[[], str]]]:
     """``conveyord`` of *project* (this checkout, or another with its own ``.venv``) on a
     private PostgreSQL database and Redis channel prefix; yields (url, output)."""
@@ -1074,6 +1198,7 @@ def fuzz_node(keep: bool = False, project: Path = ROOT) -> Iterator[tuple[str, C
     python = sys.executable if project == ROOT else str(project / ".venv" / "bin" / "python")
     env["PYTHONPATH"] = str(project)
     subprocess.run([python, "manage.py", "migrate", "--noinput", "-v0"], cwd=project, env=env, check=True)
+    create_staff(python, project, env)
     log = Path(tempfile.mkdtemp(prefix="conveyor-fuzz-")) / "node.log"
     port = free_port()
     with open(log, "w") as out:

@@ -39,6 +39,7 @@ class Process:
 
     def __init__(self, argv: list[str], env: dict[str, str], name: str, *, cwd: Path = ROOT) -> None:
         self.name = name
+        self.env = env
         self.lines: list[str] = []
         self.proc = subprocess.Popen(
             argv,

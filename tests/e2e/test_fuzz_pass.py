@@ -2,7 +2,8 @@
 
 One PostgreSQL + Redis node with an API token; every REST operation of its
 schema, every Connect RPC, every worker frame, /ws/events, the
-Authorization header and the routes outside the API get hostile input
+Authorization header, the routes outside the API and the dashboard's
+pages and forms (signed in as a superuser) get hostile input
 (each input one hostile value, taken in turn: a few hundred requests). No
 answer may be a 5xx, every HTTP error is the JSON error shape, every
 WebSocket answer an error frame and a close code, and the node logs no
@@ -11,22 +12,24 @@ traceback. (docs/operations.md, "What we test".)
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 
 import pytest
 
-from bench.fuzz import TOKEN, Fuzzer, Report
+from bench.fuzz import TOKEN, Fuzzer, Report, create_staff
 from tests.e2e.conftest import module_node
-from tests.e2e.support import NodeProcess
+from tests.e2e.support import ROOT, NodeProcess
 
 pytestmark = pytest.mark.slow
 
-SURFACES = {"rest", "connect", "ws-worker", "ws-events", "sse-events", "auth", "other"}
+SURFACES = {"rest", "connect", "ws-worker", "ws-events", "sse-events", "auth", "other", "dashboard"}
 
 
 @pytest.fixture(scope="module")
 def node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
     with module_node(request, "cluster", tmp_path_factory.mktemp("fuzz"), CONVEYOR_API_TOKENS=TOKEN) as proc:
+        create_staff(sys.executable, ROOT, proc.env)  # the dashboard's superuser
         yield proc
 
 
