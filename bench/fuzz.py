@@ -1159,7 +1159,6 @@ def _varint(n: int) -> bytes:
 # -- a node of our own ----------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
 def create_staff(python: str, project: Path, env: dict[str, str]) -> None:
     """The superuser the dashboard surface signs in as, in the node's database."""
     import subprocess
@@ -1178,6 +1177,7 @@ def create_staff(python: str, project: Path, env: dict[str, str]) -> None:
     subprocess.run(argv, cwd=project, env=env, check=True, stdout=subprocess.DEVNULL)
 
 
+@contextlib.contextmanager
 def fuzz_node(keep: bool = False, project: Path = ROOT) -> Iterator[tuple[str, Callable[[], str]]]:
     """``conveyord`` of *project* (this checkout, or another with its own ``.venv``) on a
     private PostgreSQL database and Redis channel prefix; yields (url, output)."""

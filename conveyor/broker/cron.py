@@ -9,7 +9,7 @@ from typing import Any
 from conveyor.broker.base import Context
 from conveyor.broker.enqueue import Enqueuer
 from conveyor.broker.types import CronSpec, TaskSpec
-from conveyor.broker.validation import check_queue_name, check_task_id, check_text, task_fields
+from conveyor.broker.validation import UNSTORABLE, check_queue_name, check_task_id, check_text, task_fields
 from conveyor.cron import check_spec, check_timezone, next_fire
 from conveyor.exceptions import DuplicateTask, InvalidArgument, KeyUnavailable, NotFound
 from conveyor.models import CronEntry, Task
@@ -73,7 +73,8 @@ class Cron:
         return entry
 
     def get_cron_entry(self, entry_id: str) -> CronEntry:
-        entry = self.cron.filter(id=entry_id).first()
+        # An id no database can store names no entry (PostgreSQL refuses NUL in a query).
+        entry = None if UNSTORABLE.search(entry_id) else self.cron.filter(id=entry_id).first()
         if entry is None:
             raise NotFound(f"cron entry {entry_id} not found", id=entry_id)
         return entry
@@ -103,7 +104,8 @@ class Cron:
         )
 
     def delete_cron_entry(self, entry_id: str) -> None:
-        self.cron.filter(id=entry_id).delete()
+        if not UNSTORABLE.search(entry_id):
+            self.cron.filter(id=entry_id).delete()
 
     def fire_cron_entry(self, entry: CronEntry) -> Task | None:
         """Enqueue the entry's task for its due slot, once.

@@ -209,3 +209,15 @@ def test_a_unique_entry_skips_a_slot_while_its_previous_run_is_incomplete(broker
     broker.ack(leased.id, leased.lease_id)
     clock.advance(60)
     assert broker.fire_cron_entry(broker.list_due_cron_entries()[0]) is not None
+
+
+@pytest.mark.parametrize("entry_id", ["nightly\x00", "night\ud800ly"])
+def test_an_id_no_database_can_store_names_no_entry(broker, clock, entry_id):
+    # PostgreSQL refuses a NUL in a query: without the check, a DataError (a 500).
+    broker.upsert_cron_entry(CronSpec(id="nightly", spec="0 3 * * *", task_type="report"))
+    with pytest.raises(NotFound):
+        broker.get_cron_entry(entry_id)
+    with pytest.raises(NotFound):
+        broker.set_cron_paused(entry_id, True)
+    broker.delete_cron_entry(entry_id)
+    assert [row["id"] for row in cron_rows(broker)] == ["nightly"]
