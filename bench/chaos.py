@@ -512,7 +512,8 @@ def finished_twice(runs: dict[str, list[Execution]], deaths: list[tuple[float, i
         if all(any(abs(at - e.t) <= KILL_WINDOW for at in died.get(e.pid, [])) for e in earlier):
             out.result_died += 1
         elif all(
-            any(f.attempt == e.attempt for f in finishes[i + 1 :]) and any(abs(at - e.t) <= KILL_WINDOW for at in db_crashes)
+            any(f.attempt == e.attempt for f in finishes[i + 1 :])
+            and any(abs(at - e.t) <= KILL_WINDOW for at in db_crashes)
             for i, e in enumerate(earlier)
         ):
             out.lease_undone += 1

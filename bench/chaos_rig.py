@@ -22,7 +22,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -335,6 +335,23 @@ class Producers:
                 at[0] += 1
                 time.sleep(0.1)
         return False
+
+
+@contextlib.contextmanager
+def private_database(name: str) -> Iterator[str]:
+    """A PostgreSQL of its own (on /dev/shm where there is one) holding database
+    *name*, migrated by this checkout, with this process's Django pointed at
+    it; yields its URL and removes the server at the end."""
+    pg = PrivatePostgres(parent="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    try:
+        pg.execute(f"CREATE DATABASE {name}")
+        url = pg.url(name)
+        env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "conveyor_site.settings"}
+        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
+        os.environ.update(DATABASE_URL=url, DJANGO_SETTINGS_MODULE="conveyor_site.settings")
+        yield url
+    finally:
+        pg.close()
 
 
 def make_tasks(count: int, poison: int = 0, innocent_max_retry: int | None = None) -> list[TaskSpec]:

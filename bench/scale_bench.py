@@ -22,14 +22,12 @@ import argparse
 import asyncio
 import os
 import statistics
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.chaos_rig import PrivatePostgres
-from bench.common import ROOT
+from bench.chaos_rig import private_database
 
 LAYOUTS = {"one queue": 1, "100 queues": 100}
 FILL = """
@@ -142,16 +140,8 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--cycles", type=int, default=2000)
     args = parser.parse_args()
-    pg = PrivatePostgres(parent="/dev/shm" if os.path.isdir("/dev/shm") else None)
-    try:
-        pg.execute("CREATE DATABASE conveyor_scale")
-        url = pg.url("conveyor_scale")
-        env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "conveyor_site.settings"}
-        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
-        os.environ.update(DATABASE_URL=url, DJANGO_SETTINGS_MODULE="conveyor_site.settings")
+    with private_database("conveyor_scale"):
         run([int(s) for s in args.sizes.split(",")], args.cycles)
-    finally:
-        pg.close()
 
 
 if __name__ == "__main__":

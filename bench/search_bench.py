@@ -20,14 +20,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.chaos_rig import PrivatePostgres
-from bench.common import ROOT
+from bench.chaos_rig import private_database
 
 QUERIES = {
     "payload.user_id = 4242 (10 hits)": {"where": "payload.user_id = 4242"},
@@ -67,16 +65,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--explain", action="store_true", help="print each query's plan too")
     args = parser.parse_args()
-    pg = PrivatePostgres(parent="/dev/shm" if os.path.isdir("/dev/shm") else None)
-    try:
-        pg.execute("CREATE DATABASE conveyor_search")
-        url = pg.url("conveyor_search")
-        env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "conveyor_site.settings"}
-        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
-        os.environ.update(DATABASE_URL=url, DJANGO_SETTINGS_MODULE="conveyor_site.settings")
+    with private_database("conveyor_search"):
         run(args.rows, args.repeat, args.explain)
-    finally:
-        pg.close()
 
 
 def run(rows: int, repeat: int, explain: bool) -> None:
