@@ -14,14 +14,6 @@ from conveyor.models import Task
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def staff() -> Client:
-    User.objects.create_superuser("admin", "a@example.com", "pw")
-    client = Client()
-    client.login(username="admin", password="pw")
-    return client
-
-
 def test_task_list_filters_by_queue_and_state(staff: Client) -> None:
     broker = get_broker()
     broker.enqueue(TaskSpec(type="email:send", queue="mail"))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -13,14 +12,6 @@ from django.utils import timezone
 from conveyor.models import Node
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def staff() -> Client:
-    User.objects.create_superuser("admin", "a@example.com", "pw")
-    client = Client()
-    client.login(username="admin", password="pw")
-    return client
 
 
 def tiles(client: Client) -> dict[str, str]:

@@ -6,13 +6,12 @@ import base64
 import json
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client, override_settings
-from django.urls import reverse
 
 from conveyor.broker import TaskSpec, get_broker
 from conveyor.sdk import AESGCM
 from conveyor.sdk.encryption import MARKER_KEY, seal_request
+from tests.admin.conftest import task_page
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -21,24 +20,10 @@ K2 = "k2:" + base64.b64encode(bytes([2]) * 32).decode()
 MARKER = "MARKER-page-77"
 
 
-@pytest.fixture
-def staff() -> Client:
-    User.objects.create_superuser("admin", "a@example.com", "pw")
-    client = Client()
-    client.login(username="admin", password="pw")
-    return client
-
-
-def page(client: Client, task_id: str) -> str:
-    response = client.get(reverse("conveyor:dashboard:task", args=[task_id]))
-    assert response.status_code == 200
-    return response.content.decode()
-
-
 def test_a_row_sealed_at_rest_shows_its_plaintext_and_its_key(staff: Client) -> None:
     with override_settings(CONVEYOR={"ENCRYPTION_KEYS": K1}):
         task = get_broker().enqueue(TaskSpec(type="t", payload=json.dumps({"card": MARKER}).encode()))
-        html = page(staff, task.id)
+        html = task_page(staff, task.id)
         admin = staff.get("/admin/conveyor/task/", {"q": task.id}).content.decode()
     assert MARKER in html and "sealed at rest (key id k1)" in html
     assert task.id in admin
@@ -50,7 +35,7 @@ def test_a_payload_sealed_end_to_end_shows_as_encrypted_with_its_key_id(staff: C
         TaskSpec(type="t", payload=base64.b64decode(body["payload"]), metadata=body["metadata"])
     )
     assert task.metadata[MARKER_KEY] == "1"
-    html = page(staff, task.id)
+    html = task_page(staff, task.id)
     assert "encrypted (key id <code>e2e-key</code>)" in html and MARKER not in html
 
 
@@ -58,5 +43,5 @@ def test_a_row_this_node_cannot_open_says_why_and_shows_no_ciphertext(staff: Cli
     with override_settings(CONVEYOR={"ENCRYPTION_KEYS": K1}):
         task = get_broker().enqueue(TaskSpec(type="t", payload=json.dumps({"card": MARKER}).encode()))
     with override_settings(CONVEYOR={"ENCRYPTION_KEYS": K2}):
-        html = page(staff, task.id)
+        html = task_page(staff, task.id)
     assert "Cannot be shown:" in html and "sealed under key &#x27;k1&#x27;" in html
