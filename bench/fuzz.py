@@ -23,8 +23,9 @@ Starts ``conveyord`` on PostgreSQL and Redis (a private database on
   metrics, schema and static routes;
 * the dashboard, signed in as a superuser: each page's query parameters
   (the task list's filter bar and search, its cursor), the ids in its paths
-  (tasks, queues, cron entries, webhooks) and each field of its forms (bulk
-  and selected-task actions, reschedule, queue limits, cron, webhooks).
+  (tasks, queues, cron entries, webhooks, with each of their actions) and
+  each field of its forms (bulk and selected-task actions, reschedule,
+  queue limits, new and edited cron entries and webhooks).
 
 Hostile values: NUL, lone surrogates, 100,000-character strings, control
 and bidi characters, ``1e400``, ``-2**70``, a 5,000-digit integer, NaN,
@@ -948,9 +949,12 @@ class Fuzzer:
     # (method, path with {v} for the hostile value; {task}, {queue}, ... for the fixtures)
     DASHBOARD_PATHS = [
         ("GET", "/tasks/{v}/"), ("POST", "/tasks/{v}/run"), ("POST", "/tasks/{v}/cancel"),
+        ("POST", "/tasks/{v}/archive"), ("POST", "/tasks/{v}/delete"), ("POST", "/tasks/{v}/reschedule"),
         ("POST", "/tasks/{task}/{v}"), ("GET", "/queues/{v}/"), ("POST", "/queues/{v}/pause"),
-        ("POST", "/queues/{queue}/{v}"), ("GET", "/cron/{v}/edit"), ("POST", "/cron/{v}/pause"),
-        ("GET", "/webhooks/{v}/edit"), ("POST", "/webhooks/{v}/pause"),
+        ("POST", "/queues/{queue}/{v}"), ("GET", "/cron/{v}/edit"), ("POST", "/cron/{v}/edit"),
+        ("POST", "/cron/{v}/pause"), ("POST", "/cron/{v}/delete"), ("POST", "/cron/{cron}/{v}"),
+        ("GET", "/webhooks/{v}/edit"), ("POST", "/webhooks/{v}/edit"), ("POST", "/webhooks/{v}/pause"),
+        ("POST", "/webhooks/{v}/delete"), ("POST", "/webhooks/{hook}/{v}"),
     ]  # fmt: skip
     # (path, the form's valid fields): each field in turn gets each hostile value
     DASHBOARD_FORMS = [
@@ -966,6 +970,14 @@ class Fuzzer:
                        "content_type": "application/json", "payload": "{}", "options": ""}),
         ("/webhooks/new", {"name": "{hook}-new", "url": "https://hooks.example/y", "queues": "{queue}-hook=1",
                            "concurrency": "1", "request_timeout": "30s", "batch_types": "", "new_secret": "s" * 32}),
+        ("/tasks/{task}/run", {"next": "/tasks/"}),
+        ("/cron/{cron}/edit", {"spec": "@hourly", "timezone": "UTC", "task_type": "fuzz", "queue": "{queue}",
+                               "content_type": "text/plain", "payload": "x", "options": '{"priority": 1}'}),
+        ("/cron/{cron}/pause", {"next": "/cron/"}),
+        ("/webhooks/{hook}/edit", {"url": "https://hooks.example/z", "queues": "{queue}-hook=2", "concurrency": "2",
+                                   "request_timeout": "10s", "batch_types": "t", "new_secret": "t" * 32,
+                                   "keep_previous": "on"}),
+        ("/webhooks/{hook}/pause", {"next": "/webhooks/"}),
     ]  # fmt: skip
 
     def dashboard(self) -> None:

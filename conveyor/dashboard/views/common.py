@@ -1,4 +1,4 @@
-"""What every dashboard view shares: staff access, read-only refusals, messages, redirects."""
+"""What every dashboard view shares: staff access, read-only refusals, unstorable input, messages, redirects."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from conveyor.broker.validation import check_storable, text_problem
 from conveyor.conf import conveyor_settings
-from conveyor.exceptions import ConveyorError
+from conveyor.exceptions import ConveyorError, InvalidArgument
 from conveyor.mount import prefix
 from conveyor.permissions import missing_permission, refusal
 
@@ -83,7 +84,7 @@ def staff(resource: str, *, post: str | None = None) -> Callable[[View], View]:
                 needed = missing_permission(request.user, post, resource)
             if needed is not None:
                 return refuse_permission(request, needed)
-            return view(request, *args, **kwargs)
+            return refuse_unstorable(request, kwargs) or view(request, *args, **kwargs)
 
         return staff_member_required(wrapper)
 
@@ -104,33 +105,57 @@ def mutation(resource: str, action: Action = "change") -> Callable[[View], View]
             needed = missing_permission(request.user, name, resource)
             if needed is not None:
                 return refuse_permission(request, needed)
-            return view(request, *args, **kwargs)
+            return refuse_unstorable(request, kwargs) or view(request, *args, **kwargs)
 
         return staff_member_required(require_POST(wrapper))
 
     return decorate
 
 
+def refused(request: HttpRequest, message: str, status: int) -> HttpResponse:
+    """The page of a refused request: *message* and a way back."""
+    back = back_url(request, reverse("conveyor:dashboard:overview"))
+    return page(request, "conveyor/dashboard/refused.html", {"message": message, "back": back}, nav="", status=status)
+
+
 def refuse_permission(request: HttpRequest, needed: str) -> HttpResponse:
     """403 with a page naming the permission, as the admin refuses a user without it."""
-    back = back_url(request, reverse("conveyor:dashboard:overview"))
-    return page(request, "conveyor/dashboard/refused.html", {"message": f"Refused: {refusal(request.user, needed)}.",
-                                                             "back": back}, nav="", status=403)  # fmt: skip
+    return refused(request, f"Refused: {refusal(request.user, needed)}.", 403)
+
+
+def refuse_unstorable(request: HttpRequest, kwargs: dict[str, Any]) -> HttpResponse | None:
+    """400 with a page naming the first id in the path or posted field that no text column can hold, else None.
+
+    Ids and form fields go to the database as they are, and PostgreSQL
+    refuses NUL in text (a lone surrogate has no UTF-8 at all): the REST API
+    answers these 400 naming the field too. Query parameters are the pages'
+    filters, which the broker checks and the page shows as its own error.
+    """
+    try:
+        for name, value in kwargs.items():
+            check_storable(value, name)
+        for name, values in request.POST.lists():
+            for value in values:
+                check_storable(value, name)
+    except InvalidArgument as exc:
+        return refused(request, f"Refused: {exc.message}. Nothing was changed.", 400)
+    return None
 
 
 def refuse_read_only(request: HttpRequest) -> HttpResponse:
     """403 with a page saying why; the API refuses the same way."""
-    back = back_url(request, reverse("conveyor:dashboard:overview"))
-    return page(
-        request, "conveyor/dashboard/refused.html", {"message": READ_ONLY_MESSAGE, "back": back}, nav="", status=403
-    )
+    return refused(request, READ_ONLY_MESSAGE, 403)
 
 
 def back_url(request: HttpRequest, default: str) -> str:
-    """Where to go after an action: the form's ``next`` when it is local, else *default*."""
+    """Where to go after an action: the form's ``next`` when it is local (and holds no NUL), else *default*."""
     target = request.POST.get("next") or request.GET.get("next") or ""
-    if target and url_has_allowed_host_and_scheme(
-        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    if (
+        target
+        and text_problem(target) is None
+        and url_has_allowed_host_and_scheme(
+            target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+        )
     ):
         return target
     return default
