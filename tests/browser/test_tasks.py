@@ -133,7 +133,7 @@ def test_bulk_actions_on_selected_tasks(dash: Dash, node, q: str) -> None:
 
     dash.page.locator(".bulkbar").get_by_role("button", name="Cancel").click()
     dialog = dash.page.locator("#confirm-dialog")
-    assert "Cancel 3 selected task(s)?" in dialog.inner_text()
+    assert "Cancel 3 selected tasks?" in dialog.inner_text()
     dialog.get_by_role("button", name="Cancel tasks").click()
     dash.page.locator(".msg-success", has_text="3 tasks canceled.").wait_for()
     states = {i: node.task(i)["state"] for i in ids}
@@ -145,6 +145,12 @@ def test_bulk_actions_on_selected_tasks(dash: Dash, node, q: str) -> None:
     dash.page.locator("#confirm-dialog").get_by_role("button", name="Run now").click()
     dash.page.locator(".msg-success", has_text="1 task made due now.").wait_for()
     assert "Could not run 3 tasks: cannot run task" in dash.page.locator(".msg-error").inner_text()
+
+    dash.page.get_by_label("Select all tasks on this page").uncheck()
+    dash.page.get_by_label(f"Select {ids[0]}").check()
+    dash.page.locator(".bulkbar").get_by_role("button", name="Delete").click()
+    assert "Delete 1 selected task?" in dialog.inner_text()
+    dialog.get_by_role("button", name="Cancel").click()
 
     dash.page.get_by_label("Select all tasks on this page").check()
     dash.page.locator(".bulkbar").get_by_role("button", name="Delete").click()

@@ -17,7 +17,7 @@ from conveyor.dashboard.present import STATE_NAMES, present_body, present_payloa
 from conveyor.dashboard.views.common import mutation, page, redirect_back, report, staff
 from conveyor.durations import parse_duration
 from conveyor.exceptions import ConveyorError, InvalidArgument, TaskNotFound
-from conveyor.models import Task, TaskDependency
+from conveyor.models import BulkJob, Task, TaskDependency
 from conveyor.states import ADMIN_FROM, State
 
 PAGE_SIZES = (25, 50, 100, 200)
@@ -86,13 +86,17 @@ def tasks(request: HttpRequest) -> HttpResponse:
         )
     elif not filters["state"] and not searched:
         known_total = sum(q.total for q in stats if not filters["queue"] or q.name == filters["queue"])
+    # Jobs before counts: a page showing a job done shows the counts after it.
+    bulk_jobs = broker.bulk_jobs(BULK_JOBS_SHOWN)
     matching = _matching_counts(broker, filters) if any(filters.values()) and error is None else None
     return page(
         request,
         "conveyor/dashboard/tasks.html",
         {
             "matching": matching,
-            "bulk_jobs": broker.bulk_jobs(BULK_JOBS_SHOWN),
+            "bulk_jobs": bulk_jobs,
+            # The page reads a running job's progress back every second, and stops once none runs.
+            "bulk_running": any(j.state == BulkJob.RUNNING for j in bulk_jobs),
             "rows": rows,
             "filters": filters,
             "filtered": any(filters.values()),

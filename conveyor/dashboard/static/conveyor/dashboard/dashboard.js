@@ -71,22 +71,57 @@
 
   var dialog = $("#confirm-dialog");
   var confirmedSubmit = false;
+  // The form and button the open confirmation asks about (a live refresh may replace the button meanwhile).
+  var asking = null;
 
   function selectedCount() { return $$('input[name="ids"]:checked').length; }
 
-  document.addEventListener("submit", function (e) {
-    var form = e.target;
-    var submitter = e.submitter || null;
-    var text = (submitter && submitter.dataset.confirm) || form.dataset.confirm;
-    if (!text || confirmedSubmit || !dialog || typeof dialog.showModal !== "function") return;
-    e.preventDefault();
-    $("#confirm-text").textContent = text.replace("{n}", String(selectedCount()));
+  // "{n}" is the number of ticked rows, "{s}" the plural ending it takes.
+  function confirmText(text) {
+    var n = selectedCount();
+    return text.replace("{n}", String(n)).replace("{s}", n === 1 ? "" : "s");
+  }
+
+  function showAsking() {
+    var form = asking.form, submitter = asking.submitter;
+    $("#confirm-text").textContent = confirmText((submitter && submitter.dataset.confirm) || form.dataset.confirm);
     var ok = $("#confirm-ok");
     ok.textContent = (submitter && submitter.dataset.confirmLabel) || form.dataset.confirmLabel || "Confirm";
+    // A count that fell to nothing meanwhile leaves nothing to confirm.
+    ok.disabled = Boolean(submitter && submitter.disabled);
+  }
+
+  // After a live refresh the open confirmation asks about the fresh form and
+  // button, in their words now (a count that changed, an action no longer allowed).
+  function reask() {
+    if (!asking) return;
+    var form = asking.form, submitter = asking.submitter;
+    if (document.contains(form) && (!submitter || document.contains(submitter))) return;
+    if (!document.contains(form)) {
+      var action = form.getAttribute("action");
+      form = $$("form").filter(function (f) { return f.getAttribute("action") === action; })[0] || null;
+    }
+    if (form && submitter) {
+      var key = focusKeyOf(submitter);
+      submitter = key ? findByFocusKey(form, key) : $('[type="submit"]', form);
+    }
+    if (!form || (asking.submitter && !submitter)) { dialog.close("cancel"); return; }
+    asking = { form: form, submitter: submitter };
+    showAsking();
+  }
+
+  document.addEventListener("submit", function (e) {
+    var text = (e.submitter && e.submitter.dataset.confirm) || e.target.dataset.confirm;
+    if (!text || confirmedSubmit || !dialog || typeof dialog.showModal !== "function") return;
+    e.preventDefault();
+    asking = { form: e.target, submitter: e.submitter || null };
+    showAsking();
     dialog.returnValue = "";
     dialog.showModal();
     dialog.addEventListener("close", function onClose() {
       dialog.removeEventListener("close", onClose);
+      var form = asking.form, submitter = asking.submitter;
+      asking = null;
       if (dialog.returnValue !== "ok") { (submitter || form).focus && (submitter || form).focus(); return; }
       confirmedSubmit = true;
       try {
@@ -257,8 +292,9 @@
       $$("[data-region][id]").forEach(function (region) {
         var fresh = doc.getElementById(region.id);
         if (!fresh) return;
+        var holdsFocus = active && within(region, active);
         // Never yank a field the user is typing in.
-        if (active && region.contains(active) && /^(INPUT|SELECT|TEXTAREA)$/.test(active.tagName) && active.type !== "checkbox") {
+        if (holdsFocus && /^(INPUT|SELECT|TEXTAREA)$/.test(active.tagName) && active.type !== "checkbox") {
           Refresh.again = true;
           return;
         }
@@ -269,7 +305,7 @@
         var open = $$("details[open]", region).map(function (d) { return d.id || null; });
         var seen = {};
         $$("tr[data-task-id]", region).forEach(function (tr) { seen[tr.dataset.taskId] = true; });
-        var focusKey = active && region.contains(active) ? focusKeyOf(active) : null;
+        var focusKey = holdsFocus ? focusKeyOf(active) : null;
         region.innerHTML = fresh.innerHTML;
         $$('input[type="checkbox"][name="ids"]', region).forEach(function (c) { if (checked[c.value]) c.checked = true; });
         if (allChecked && $("#select-all", region)) $("#select-all", region).checked = true;
@@ -284,6 +320,12 @@
       this.hooks.forEach(function (fn) { fn(); });
     }
   };
+
+  Refresh.hooks.push(reask);
+
+  // Node's own contains(): on a form, a field named "contains" (the task list's
+  // payload filter) shadows the method.
+  function within(root, node) { return Node.prototype.contains.call(root, node); }
 
   function focusKeyOf(el) {
     if (el.id) return { id: el.id };
