@@ -44,8 +44,8 @@ def test_the_webhooks_page_says_one_recent_delivery(staff: Client) -> None:
     [
         ("completed", 'Last error <span class="muted">(earlier attempt)</span></h2>'),
         ("retry", 'Last error <span class="muted">(earlier attempt)</span></h2>'),
-        ("archived", 'Last error</h2>'),
-        ("canceled", 'Last error</h2>'),
+        ("archived", "Last error</h2>"),
+        ("canceled", "Last error</h2>"),
     ],
 )
 def test_the_last_error_of_a_task_that_did_not_end_by_it_says_earlier_attempt(
