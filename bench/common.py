@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -187,6 +189,76 @@ def tree_cpu_seconds(root: int) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+# Where the machine's CPU goes during a drain, by who spends it (the worker
+# is measured as its process tree): the benchmark's PostgreSQL (the
+# children of PG_ADMIN's postmaster), its Redis (BENCH_COUNTER_URL's port)
+# and a Conveyor node. Other tenants of the machine are not counted.
+SHARES = ("postgres", "redis", "node")
+
+
+@functools.cache
+def _share_matchers() -> tuple[int | None, str]:
+    """The benchmark's postmaster pid (None if it cannot be found) and its Redis's ``:port``."""
+    postmaster = None
+    try:
+        import psycopg
+
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
+        postmaster = int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except Exception:  # noqa: BLE001 - a remote or unreachable server: no PostgreSQL share
+        pass
+    port = urllib.parse.urlsplit(os.environ.get("BENCH_COUNTER_URL", REDIS_URL)).port or 6379
+    return postmaster, f":{port}"
+
+
+def _serves(pid: str, database_port: str) -> bool:
+    """Whether process *pid*'s DATABASE_URL is on the benchmark's PostgreSQL (a
+    node of this benchmark, not of a test running beside it)."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return any(v.startswith(b"DATABASE_URL=") and database_port.encode() in v for v in environ)
+
+
+def cpu_by_share() -> dict[int, tuple[str, float]]:
+    """Each live process of a ``SHARES`` kind: its pid, kind and CPU seconds so far."""
+    postmaster, redis_port = _share_matchers()
+    postmaster_port = f":{urllib.parse.urlsplit(PG_ADMIN).port or 5432}/"
+    found = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        comm = stat.split("(", 1)[1].rsplit(")", 1)[0]
+        fields = stat.rsplit(")", 1)[1].split()
+        if comm.startswith("postgres") and postmaster in (int(entry), int(fields[1])):
+            kind = "postgres"
+        elif comm.startswith("redis-server") and redis_port in cmdline:
+            kind = "redis"
+        elif "conveyord" in cmdline and _serves(entry, postmaster_port):
+            kind = "node"
+        else:
+            continue
+        found[int(entry)] = (kind, (int(fields[11]) + int(fields[12])) / tick)
+    return found
+
+
+def cpu_shares_since(before: dict[int, tuple[str, float]]) -> dict[str, float]:
+    """CPU seconds each kind of ``SHARES`` spent since *before* (a process
+    started meanwhile counts whole; one that exited meanwhile is missed)."""
+    spent = dict.fromkeys(SHARES, 0.0)
+    for pid, (kind, seconds) in cpu_by_share().items():
+        spent[kind] += seconds - (before[pid][1] if pid in before else 0.0)
+    return spent
+
+
 def tree_rss_mb(root: int) -> float:
     """Peak resident memory (VmHWM) summed over *root*'s live process tree, in MB."""
     return sum(m for m in (peak_rss_mb(pid) for pid in process_tree(root)) if m == m)
@@ -230,6 +302,7 @@ def measure_drain(
     per task over that time (/proc/stat: every process, this one's polling
     and other tenants' work included), the worker process tree's own CPU per
     task (its start-up included) and its peak RSS summed over its processes."""
+    shares = cpu_by_share()
     busy, start = machine_busy_seconds(), time.perf_counter()
     proc = start_worker()
     try:
@@ -240,6 +313,7 @@ def measure_drain(
             time.sleep(0.02)
         elapsed = time.perf_counter() - start
         machine = machine_busy_seconds() - busy
+        spent = cpu_shares_since(shares)
         worker_cpu, rss, pss = tree_cpu_seconds(proc.pid), tree_rss_mb(proc.pid), tree_pss_mb(proc.pid)
     finally:
         stop_tree(proc)
@@ -247,6 +321,7 @@ def measure_drain(
         "drain_per_s": tasks / elapsed,
         "machine_cpu_ms": machine / tasks * 1000,
         "worker_cpu_ms": worker_cpu / tasks * 1000,
+        **{f"{kind}_cpu_ms": seconds / tasks * 1000 for kind, seconds in spent.items()},
         "worker_rss_mb": rss,
         "worker_pss_mb": pss,
     }

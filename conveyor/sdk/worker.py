@@ -132,7 +132,7 @@ class AsyncWorker:
         self._waiting: deque[Running] = deque()  # received, not started (oldest first)
         self._active = 0  # deliveries whose handler runs
         self._window = 0  # the prefetch window the server granted this session
-        self._pumping = False
+        self._pump_pending = False  # waiting deliveries to start with the next write
         self._outbox: list[dict[str, Any]] = []
         self._ws: ClientConnection | None = None
         self._stopping: asyncio.Event | None = None
@@ -341,28 +341,31 @@ class AsyncWorker:
             self._launch(running)  # no window: the server sends only what may run
             return
         self._waiting.append(running)
-        self._pump()
+        self._pump_soon()
 
-    def _pump(self) -> None:
-        """Start waiting deliveries while fewer than ``concurrency`` run, each
-        announced with a `started` frame written before its handler is called
-        (a crash then names it, and only it, docs/protocol.md §6.6)."""
-        if self._pumping:
-            return  # a handler that finished inside the loop below: it goes on
-        self._pumping = True
-        try:
-            while not (self._stopping is not None and self._stopping.is_set()):
-                batch: list[Running] = []
-                while self._waiting and self._active + len(batch) < self.concurrency:
-                    batch.append(self._waiting.popleft())
-                if not batch:
-                    break
-                self._send({"type": p.STARTED, "task_ids": [t.id for r in batch for t in r.tasks]})
-                self._flush()
-                for running in batch:
-                    self._launch(running)
-        finally:
-            self._pumping = False
+    def _pump_soon(self) -> None:
+        """Start waiting deliveries with the next write: every delivery that
+        arrived and every handler that finished in this turn of the loop
+        then share one message to the server (their results, one `started`)."""
+        self._pump_pending = True
+        if not self._flush_pending:
+            self._flush_pending = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _take_waiting(self) -> list[Running]:
+        """Waiting deliveries that may start now (fewer than ``concurrency``
+        run), announced by a `started` frame in the outbox: it is written
+        before their handlers are called, so a crash names them, and only
+        them (docs/protocol.md §6.6)."""
+        self._pump_pending = False
+        if self._stopping is not None and self._stopping.is_set():
+            return []
+        batch: list[Running] = []
+        while self._waiting and self._active + len(batch) < self.concurrency:
+            batch.append(self._waiting.popleft())
+        if batch:
+            self._outbox.append({"type": p.STARTED, "task_ids": [t.id for r in batch for t in r.tasks]})
+        return batch
 
     def _launch(self, running: Running) -> None:
         # Started at once, not on the loop's next turn: a handler runs
@@ -390,7 +393,7 @@ class AsyncWorker:
         finally:
             self._active -= 1
             if self._waiting:
-                self._pump()  # its result and the next one's `started` leave together
+                self._pump_soon()  # its result and the next one's `started` leave together
 
     async def _call_one(self, task: Task) -> tuple[str, str, Any]:
         if task.seal_error:
@@ -540,6 +543,7 @@ class AsyncWorker:
 
     def _flush(self) -> None:
         self._flush_pending = False
+        starting = self._take_waiting() if self._pump_pending else []
         frames, self._outbox = self._outbox, []
         ws = self._ws
         if frames and ws is not None:
@@ -548,6 +552,8 @@ class AsyncWorker:
             task = eager(self._write(ws, p.encode_frames(frames)))
             self._writes.add(task)
             task.add_done_callback(self._writes.discard)
+        for running in starting:
+            self._launch(running)
 
     async def _write(self, ws: ClientConnection, text: str) -> None:
         with contextlib.suppress(ConnectionClosed):
