@@ -206,7 +206,7 @@ def _share_matchers() -> tuple[int | None, str]:
         with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
             backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
         postmaster = int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except Exception:  # noqa: BLE001 - a remote or unreachable server: no PostgreSQL share
+    except Exception:  # a remote or unreachable server: no PostgreSQL share
         pass
     port = urllib.parse.urlsplit(os.environ.get("BENCH_COUNTER_URL", REDIS_URL)).port or 6379
     return postmaster, f":{port}"

@@ -7,7 +7,7 @@ Every system runs at each size in ``--slots`` (total worker slots: tasks
 that may run at once), in its best configuration at that size:
 
   conveyor          one SDK worker process (AsyncWorker), concurrency SLOTS,
-                    prefetch 0 (and one column per ``--conveyor-prefetch N``)
+                    the SDK's default prefetch window (and one column per ``--conveyor-prefetch N``)
   celery-threads    Celery on Redis, ``-P threads -c SLOTS``
   celery-prefork    Celery on Redis, ``-P prefork -c SLOTS``
                     (both acks_late, prefetch multiplier at its default 4)
@@ -52,6 +52,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import ROOT, latency_percentiles, percentile_rows, print_table, private_redis
 from bench.dispatch_bench import Node
+from conveyor.sdk.worker import DEFAULT_PREFETCH
 
 PEERS_PYTHON = ROOT / "bench" / ".peers" / "bin" / "python"
 LATENCY_WARMUP = 20  # unmeasured tasks at the start of each latency run
@@ -99,7 +100,7 @@ def systems(args: argparse.Namespace, redis_url: str, broker_url: str, node: Nod
     wanted = args.systems.split(",")
     out = []
     if "conveyor" in wanted and node is not None:
-        variants = [("conveyor", "p0")] + [(f"conveyor-p{n}", f"p{n}") for n in args.conveyor_prefetch]
+        variants = [("conveyor", f"p{DEFAULT_PREFETCH}")] + [(f"conveyor-p{n}", f"p{n}") for n in args.conveyor_prefetch]
         env = {**node.env, "PYTHONPATH": str(ROOT), "BENCH_COUNTER_URL": counter, "CONVEYOR_URL": node.url}
         out.append(System("conveyor", sys.executable, "compare_conveyor.py", env, variants))
     peers = [

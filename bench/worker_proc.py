@@ -23,6 +23,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from conveyor.sdk import AsyncWorker, Task
+from conveyor.sdk.worker import DEFAULT_PREFETCH
 
 
 def main() -> None:
@@ -30,7 +31,7 @@ def main() -> None:
     parser.add_argument("url")
     parser.add_argument("--queues", default="drain=1")
     parser.add_argument("--concurrency", type=int, default=25)
-    parser.add_argument("--prefetch", type=int, default=0)
+    parser.add_argument("--prefetch", type=int, default=DEFAULT_PREFETCH)
     parser.add_argument("--latency-log")
     parser.add_argument("--count", metavar="PREFIX")
     args = parser.parse_args()

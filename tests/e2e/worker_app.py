@@ -85,13 +85,21 @@ def main() -> None:
     parser.add_argument("--drain-timeout", type=float, default=30.0)
     parser.add_argument("--record-dsn")
     parser.add_argument("--batch-types", default="")
+    # No window unless a test asks: these tests count a worker's credit (its
+    # offers, what it holds) as its concurrency.
+    parser.add_argument("--prefetch", type=int, default=0)
     args = parser.parse_args()
 
     queues = {q.split("=")[0]: int(q.split("=")[1]) for q in args.queues.split(",")}
     log = Log(args.log)
     recorder = Recorder(args.record_dsn) if args.record_dsn else None
     worker = AsyncWorker(
-        args.url, queues=queues, concurrency=args.concurrency, token=args.token, drain_timeout=args.drain_timeout
+        args.url,
+        queues=queues,
+        concurrency=args.concurrency,
+        token=args.token,
+        drain_timeout=args.drain_timeout,
+        prefetch=args.prefetch,
     )
 
     async def handle(task: Task) -> Any:
