@@ -26,12 +26,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import psycopg
+import urllib3
 
 from bench.common import ROOT, at_rate
 from conveyor.sdk import Client
-from conveyor.sdk.errors import APIError, NotFound
+from conveyor.sdk.errors import APIError, ConnectError, NotFound, TransportError
 
 SECRET_KEY = "chaos-only-secret-key:0123456789-abcdefghijklmnopqrstuvwxyz-ABCDEFGH"
 QUEUE = "chaos"
@@ -256,10 +256,6 @@ class Tally:
             setattr(self, name, getattr(self, name) + n)
 
 
-NO_ANSWER = (httpx.RemoteProtocolError, httpx.ReadError)
-NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.WriteError, httpx.WriteTimeout)
-
-
 class Producers:
     """Threads that enqueue tasks with ids over HTTP (the SDK's Client) at a fixed
     rate, each sending every task until it is acknowledged: a node that is down
@@ -297,21 +293,21 @@ class Producers:
                 client.enqueue(
                     spec.type, {"ms": spec.ms}, id=spec.id, queue=QUEUE, max_retry=spec.max_retry, retention=3600
                 )
-            except NOT_SENT:
+            except ConnectError:
                 self.tally.add("refused")
                 at[0] += 1
                 time.sleep(0.05)
                 continue
-            except NO_ANSWER as exc:
+            except TransportError as exc:
+                if isinstance(exc.__cause__, urllib3.exceptions.TimeoutError):
+                    self.tally.add("timeouts")
+                    continue  # sent again under the same id: stored once either way
                 with self.tally.lock:
-                    self.tally.no_answer[type(exc).__name__] += 1
+                    self.tally.no_answer[type(exc.__cause__).__name__] += 1
                 if self._stored(spec.id, clients, at, deadline):
                     self.tally.add("no_answer_stored")
                     break
                 continue
-            except httpx.TimeoutException:
-                self.tally.add("timeouts")
-                continue  # sent again under the same id: stored once either way
             except APIError as exc:
                 with self.tally.lock:
                     self.tally.statuses[exc.status] += 1
@@ -331,7 +327,7 @@ class Producers:
                 return True
             except NotFound:
                 return False
-            except (httpx.TransportError, APIError):
+            except (TransportError, APIError):
                 at[0] += 1
                 time.sleep(0.1)
         return False

@@ -9,7 +9,7 @@ the difference between two runs of the same loop, one longer than the
 other, divided by the extra work: start-up and imports cancel out.
 
   * sdk: the SDK's ``Client.enqueue`` against a cluster node (PostgreSQL +
-    Redis), over httpx and over http.client (the client's own transport);
+    Redis), and the same enqueue over ``httpx.Client`` (bench/sdk_producer.py);
     the producer's instructions per enqueue
   * batch: ``get_broker().enqueue_batch`` of 1,000 tasks from Django code
     (PostgreSQL + Redis, wakes and events included), per task
@@ -71,9 +71,9 @@ def sdk() -> None:
 
     node = Node("cluster")
     try:
-        for transport in ("httpx", "http.client"):
-            count = per_unit([sys.executable, __file__, "--inner-sdk", node.url, transport], 100)
-            print(f"sdk Client.enqueue over {transport}: {count / 1000:,.0f}k instructions per enqueue", flush=True)
+        for kind in ("sdk", "httpx"):
+            count = per_unit([sys.executable, __file__, "--inner-sdk", node.url, kind], 100)
+            print(f"Client.enqueue ({kind}): {count / 1000:,.0f}k instructions per enqueue", flush=True)
     finally:
         node.stop()
 
@@ -145,14 +145,12 @@ def node(checkouts: list[Path]) -> None:
         print(f"node, {checkout}: {(long - short) / 300 / 1000:,.0f}k instructions per one-task POST", flush=True)
 
 
-def inner_sdk(url: str, transport: str, units: int) -> None:
-    from conveyor.sdk import Client
+def inner_sdk(url: str, kind: str, units: int) -> None:
+    from bench.sdk_producer import enqueuer
 
-    with Client(url) as client:
-        if transport == "httpx":
-            client._transport = None  # every call through httpx, as before the client had its own
-        for i in range(units * 100):
-            client.enqueue("noop", {"i": i})
+    enqueue = enqueuer(kind, url)
+    for _ in range(units * 100):
+        enqueue()
 
 
 def inner_broker(checkout: str, what: str, units: int) -> None:

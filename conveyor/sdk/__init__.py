@@ -1,13 +1,14 @@
 """Conveyor's Python SDK: producers (``Client``) and workers (``Worker``).
 
-Imports nothing from Django: install ``httpx`` and ``websockets`` and use it
-from any Python program.
+Imports nothing from Django: install ``urllib3`` and ``websockets`` and use
+it from any Python program.
 """
 
 from conveyor.sdk.client import AsyncClient, BatchItem, Client, TaskInfo, task_request
 from conveyor.sdk.encryption import AESGCM, EncryptionError, Encryptor, Key
 from conveyor.sdk.errors import (
     APIError,
+    ConnectError,
     ConveyorError,
     Duplicate,
     Fail,
@@ -15,6 +16,7 @@ from conveyor.sdk.errors import (
     PermissionDenied,
     Release,
     SkipRetry,
+    TransportError,
     Unauthenticated,
     WorkerRefused,
 )
@@ -28,6 +30,7 @@ __all__ = [
     "AsyncWorker",
     "BatchItem",
     "Client",
+    "ConnectError",
     "ConveyorError",
     "Duplicate",
     "EncryptionError",
@@ -40,6 +43,7 @@ __all__ = [
     "SkipRetry",
     "Task",
     "TaskInfo",
+    "TransportError",
     "Unauthenticated",
     "Worker",
     "WorkerRefused",

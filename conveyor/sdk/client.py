@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
-import threading
 import urllib.parse
+import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-import httpx
+import urllib3
 
 from conveyor.sdk.encryption import Encryptor, seal_request
-from conveyor.sdk.errors import APIError, api_error
-from conveyor.sdk.transport import Transport, serves
+from conveyor.sdk.errors import APIError, ConnectError, TransportError, api_error
 
 Payload = Any  # a JSON value, or bytes with a content type
 
@@ -187,7 +187,6 @@ def _check(status: int, content: bytes) -> Any:
 
 
 def _json(body: Any) -> bytes:
-    """A request body as httpx's ``json=`` writes it."""
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
@@ -215,12 +214,97 @@ def _batch_items(body: dict[str, Any]) -> list[BatchItem]:
     return items
 
 
+KEEP_IDLE = 20  # connections kept open between calls, per client
+# What a URL path may hold as it is (RFC 3986 pchar and "/"); the rest is percent-encoded.
+PATH_SAFE = "/%:@!$&'()*+,;=-._~"
+# urllib3's errors raised before a request went out (NewConnectionError and
+# NameResolutionError are ConnectTimeoutErrors; an SSLError is the handshake's).
+NOT_SENT = (urllib3.exceptions.ConnectTimeoutError, urllib3.exceptions.SSLError, urllib3.exceptions.ProxyError)
+
+
+def _proxy(scheme: str, host: str) -> str | None:
+    """The proxy for *scheme* and *host* (``host:port``) that the environment
+    (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, ``NO_PROXY``) or the
+    system's settings name, if any."""
+    proxies = urllib.request.getproxies()
+    found = proxies.get(scheme) or proxies.get("all")
+    if not found or urllib.request.proxy_bypass(host):
+        return None
+    return found if "://" in found else "http://" + found
+
+
+def _basic_auth(url: urllib.parse.SplitResult, header: str) -> dict[str, str]:
+    """Basic credentials from *url*'s user info, as *header* (``basic_auth`` or ``proxy_basic_auth``)."""
+    if url.username is None:
+        return {}
+    user, password = urllib.parse.unquote(url.username), urllib.parse.unquote(url.password or "")
+    made = urllib3.make_headers(**{header: f"{user}:{password}"})
+    return {name.title(): value for name, value in made.items()}  # Authorization replaces a token's
+
+
+def _target(path: str, params: Mapping[str, Any] | None) -> str:
+    path = urllib.parse.quote(path, safe=PATH_SAFE + "?")
+    if params:
+        path += ("&" if "?" in path else "?") + urllib.parse.urlencode(params, doseq=True)
+    return path
+
+
+class Connections:
+    """Kept-alive HTTP/1.1 connections to one server (urllib3), shared by threads.
+
+    Up to ``KEEP_IDLE`` idle connections are kept; one the server closed
+    while it sat idle is noticed before a request is written on it (urllib3
+    checks) and a new one is opened. Nothing is ever sent twice: urllib3's
+    retries are off (``Retry(False)``), redirects are answers.
+    """
+
+    def __init__(self, base_url: str, headers: dict[str, str], timeout: float | urllib3.Timeout | None) -> None:
+        url = urllib.parse.urlsplit(base_url)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError(f"base_url must be an http:// or https:// URL, got {base_url!r}")
+        host = url.netloc.rpartition("@")[2]
+        prefix = urllib.parse.quote(url.path.rstrip("/"), safe=PATH_SAFE)
+        self._url = f"{url.scheme}://{host}{prefix}"  # named in errors: the base URL without its credentials
+        self._headers = {**headers, "Accept": "application/json", **_basic_auth(url, "basic_auth")}
+        self._json_headers = {**self._headers, "Content-Type": "application/json"}
+        if not isinstance(timeout, urllib3.Timeout):
+            timeout = urllib3.Timeout(connect=timeout, read=timeout)  # connect's also bounds each write
+        options: dict[str, Any] = {"maxsize": KEEP_IDLE, "timeout": timeout, "retries": urllib3.Retry(False)}
+        proxy = _proxy(url.scheme, host)
+        self._pool: urllib3.HTTPConnectionPool | urllib3.ProxyManager
+        if proxy is None:
+            self._pool = urllib3.connection_from_url(base_url, **options)
+            self._prefix = prefix
+        else:  # a proxied request names the whole URL; the manager picks the tunnel or the proxy's pool
+            proxy_auth = _basic_auth(urllib.parse.urlsplit(proxy), "proxy_basic_auth")
+            self._pool = urllib3.proxy_from_url(proxy, proxy_headers=proxy_auth, **options)
+            self._prefix = self._url
+        self._closed = False
+
+    def request(self, method: str, target: str, body: bytes | None = None) -> tuple[int, bytes]:
+        """Send one request (*target*: a path with its query, encoded); return the status and the whole body."""
+        if self._closed:
+            raise RuntimeError("the client is closed")
+        headers = self._headers if body is None else self._json_headers
+        try:
+            response = self._pool.urlopen(method, self._prefix + target, body=body, headers=headers, redirect=False)
+        except urllib3.exceptions.HTTPError as exc:
+            kind = ConnectError if isinstance(exc, NOT_SENT) else TransportError
+            raise kind(f"{method} {self._url}{target}: {exc}") from exc
+        return response.status, response.data
+
+    def close(self) -> None:
+        self._closed = True
+        if isinstance(self._pool, urllib3.ProxyManager):
+            self._pool.clear()
+        else:
+            self._pool.close()
+
+
 class Client:
     """Synchronous producer client; one may be shared by threads.
 
-    Calls travel over kept-alive ``http.client`` connections, or over httpx
-    where only httpx will do (``conveyor.sdk.transport.serves``: a proxy,
-    credentials in the URL, an ``httpx.Timeout``).
+    Calls travel over kept-alive connections (``Connections``: urllib3).
     """
 
     def __init__(
@@ -228,63 +312,38 @@ class Client:
         base_url: str,
         token: str | None = None,
         *,
-        timeout: float | httpx.Timeout = 30.0,
+        timeout: float | urllib3.Timeout | None = 30.0,
         encryptor: Encryptor | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         # Seals every payload end to end before it is sent (conveyor.sdk.encryption).
         self.encryptor = encryptor
-        self._headers = _headers(token)
-        self._timeout = timeout
-        served = serves(self.base_url, timeout)
-        self._transport = Transport(self.base_url, self._headers, timeout) if served else None  # type: ignore[arg-type]
-        self._httpx: httpx.Client | None = None
-        self._lock = threading.Lock()
-        self._closed = False
+        self._connections = Connections(self.base_url, _headers(token), timeout)
 
     def enqueue(self, type: str, payload: Payload = None, **options: Any) -> TaskInfo:
         body = _sealed(task_request(type, payload, **options), self.encryptor)
-        return TaskInfo.from_json(self._call("POST", "/api/v1/tasks", body))
+        return TaskInfo.from_json(self.request("POST", "/api/v1/tasks", json=body))
 
     def enqueue_batch(self, tasks: Iterable[dict[str, Any]]) -> list[BatchItem]:
         """Each item is a ``task_request(...)`` dict; items succeed or fail alone."""
-        return _batch_items(self._call("POST", "/api/v1/tasks/batch", {"tasks": _sealed_all(tasks, self.encryptor)}))
+        body = {"tasks": _sealed_all(tasks, self.encryptor)}
+        return _batch_items(self.request("POST", "/api/v1/tasks/batch", json=body))
 
     def enqueue_tx(self, tasks: Iterable[dict[str, Any]]) -> list[TaskInfo]:
         """All or nothing."""
-        body = self._call("POST", "/api/v1/tasks/tx", {"tasks": _sealed_all(tasks, self.encryptor)})
+        body = self.request("POST", "/api/v1/tasks/tx", json={"tasks": _sealed_all(tasks, self.encryptor)})
         return [TaskInfo.from_json(t) for t in body["tasks"]]
 
     def get_task(self, task_id: str) -> TaskInfo:
-        return TaskInfo.from_json(self._call("GET", _task_path(task_id)))
+        return TaskInfo.from_json(self.request("GET", _task_path(task_id)))
 
-    def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        """Call any API path (``/api/v1/...``) with httpx's keyword arguments and return its JSON."""
-        response = self._http.request(method, path, **kwargs)
-        return _check(response.status_code, response.content)
-
-    def _call(self, method: str, path: str, body: Any = None) -> Any:
-        if self._transport is None:
-            response = self._http.request(method, path, json=body)
-            return _check(response.status_code, response.content)
-        return _check(*self._transport.request(method, path, None if body is None else _json(body)))
-
-    @property
-    def _http(self) -> httpx.Client:
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("the client is closed")
-            if self._httpx is None:
-                self._httpx = httpx.Client(base_url=self.base_url, headers=self._headers, timeout=self._timeout)
-            return self._httpx
+    def request(self, method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None) -> Any:
+        """Call any API path (``/api/v1/...``): *json* is the body, *params* the query; return the answer's JSON."""
+        body = None if json is None else _json(json)
+        return _check(*self._connections.request(method, _target(path, params), body))
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-        if self._transport is not None:
-            self._transport.close()
-        if self._httpx is not None:
-            self._httpx.close()
+        self._connections.close()
 
     def __enter__(self) -> Client:
         return self
@@ -294,37 +353,45 @@ class Client:
 
 
 class AsyncClient:
-    """Asynchronous producer client."""
+    """Asynchronous producer client: ``Client``'s calls, each run in a thread
+    (``asyncio.to_thread``) so that the event loop never waits on the network.
+
+    One HTTP library for both clients; the cost is a thread hop per call
+    (docs/sdk.md, §2.1).
+    """
 
     def __init__(
-        self, base_url: str, token: str | None = None, *, timeout: float = 30.0, encryptor: Encryptor | None = None
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        timeout: float | urllib3.Timeout | None = 30.0,
+        encryptor: Encryptor | None = None,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        self._client = Client(base_url, token, timeout=timeout, encryptor=encryptor)
+        self.base_url = self._client.base_url
         self.encryptor = encryptor
-        self._http = httpx.AsyncClient(base_url=self.base_url, headers=_headers(token), timeout=timeout)
 
     async def enqueue(self, type: str, payload: Payload = None, **options: Any) -> TaskInfo:
-        body = _sealed(task_request(type, payload, **options), self.encryptor)
-        return TaskInfo.from_json(await self.request("POST", "/api/v1/tasks", json=body))
+        return await asyncio.to_thread(self._client.enqueue, type, payload, **options)
 
     async def enqueue_batch(self, tasks: Iterable[dict[str, Any]]) -> list[BatchItem]:
-        body = {"tasks": _sealed_all(tasks, self.encryptor)}
-        return _batch_items(await self.request("POST", "/api/v1/tasks/batch", json=body))
+        return await asyncio.to_thread(self._client.enqueue_batch, list(tasks))
 
     async def enqueue_tx(self, tasks: Iterable[dict[str, Any]]) -> list[TaskInfo]:
-        body = await self.request("POST", "/api/v1/tasks/tx", json={"tasks": _sealed_all(tasks, self.encryptor)})
-        return [TaskInfo.from_json(t) for t in body["tasks"]]
+        return await asyncio.to_thread(self._client.enqueue_tx, list(tasks))
 
     async def get_task(self, task_id: str) -> TaskInfo:
-        return TaskInfo.from_json(await self.request("GET", _task_path(task_id)))
+        return await asyncio.to_thread(self._client.get_task, task_id)
 
-    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        """Call any API path (``/api/v1/...``) with httpx's keyword arguments and return its JSON."""
-        response = await self._http.request(method, path, **kwargs)
-        return _check(response.status_code, response.content)
+    async def request(
+        self, method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None
+    ) -> Any:
+        """``Client.request``, awaited."""
+        return await asyncio.to_thread(self._client.request, method, path, json=json, params=params)
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        self._client.close()
 
     async def __aenter__(self) -> AsyncClient:
         return self

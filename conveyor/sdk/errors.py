@@ -40,6 +40,20 @@ class PermissionDenied(APIError):
     queue (``body["queue"]``), or the server is read-only."""
 
 
+class TransportError(ConveyorError):
+    """No answer came: the network failed before, while or after the request was sent.
+
+    The server may have acted on the request (an enqueue may be stored):
+    it is never sent again on its own; retry an enqueue with a fixed ``id``
+    to make that safe. ``__cause__`` is urllib3's exception.
+    """
+
+
+class ConnectError(TransportError):
+    """No connection could be made (refused, name not found, connect timeout,
+    certificate refused, proxy unreachable): the request was not sent."""
+
+
 class WorkerRefused(ConveyorError):
     """The server closed the worker session and will not take it back (auth, version, protocol)."""
 

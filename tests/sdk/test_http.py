@@ -1,12 +1,13 @@
-"""conveyor.sdk.transport: the sync client's kept-alive http.client connections,
-against a real HTTP server on a loopback socket that behaves as each test needs."""
+"""The SDK clients' HTTP (urllib3, kept-alive connections) against a real HTTP
+server on a loopback socket that behaves as each test needs."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import contextlib
 import json
 import os
-import select
 import socket
 import ssl
 import struct
@@ -15,11 +16,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-import httpx
 import pytest
+import urllib3
 
-from conveyor.sdk import APIError, Client
-from conveyor.sdk.transport import Transport, serves
+from conveyor.sdk import APIError, AsyncClient, Client, ConnectError, ConveyorError, TransportError
 
 TASK = b'{"id":"t1","queue":"default","type":"t","state":"pending"}'
 OK = b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(TASK), TASK)
@@ -127,10 +127,9 @@ def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_requests_share_one_kept_alive_connection(server_with) -> None:
     server = server_with(lambda n, request: OK)
-    transport = Transport(server.url, {"User-Agent": "t"}, 5)
-    for _ in range(5):
-        assert transport.request("POST", "/api/v1/tasks", b"{}") == (201, TASK)
-    transport.close()
+    with Client(server.url) as client:
+        for _ in range(5):
+            assert client.enqueue("t", {}).id == "t1"
     assert server.connections == 1
     assert len(server.requests) == 5
 
@@ -138,7 +137,6 @@ def test_requests_share_one_kept_alive_connection(server_with) -> None:
 def test_the_request_carries_the_body_the_headers_and_the_base_path(server_with) -> None:
     server = server_with(lambda n, request: OK)
     with Client(server.url + "/prefix/", token="s3cret") as client:
-        assert client._transport is not None  # the http.client path
         client.enqueue("email:send", {"to": "ada", "note": "ü"}, priority=3)
     request = server.requests[0][1]
     head, _, body = request.partition(b"\r\n\r\n")
@@ -157,48 +155,64 @@ def test_the_request_carries_the_body_the_headers_and_the_base_path(server_with)
 
 def test_a_connection_the_server_closed_while_idle_is_replaced_and_the_request_sent_once(server_with) -> None:
     server = server_with(lambda n, request: OK)
-    transport = Transport(server.url, {}, 5)
-    assert transport.request("POST", "/one", b"{}")[0] == 201
-    (idle,) = transport._idle
-    server.drop_all()  # as a restarted server, or one ending idle keep-alive connections, does
-    assert select.select([idle.sock], [], [], 5)[0]  # the close has reached the client
-    assert transport.request("POST", "/two", b"{}")[0] == 201
-    assert _paths(server) == [(1, "/one"), (2, "/two")]  # each sent once, the second on a new connection
-    transport.close()
+    with Client(server.url) as client:
+        client.enqueue("t", {})
+        server.drop_all()  # as a restarted server, or one ending idle keep-alive connections, does
+        time.sleep(0.2)  # the close reaches the client (loopback: at once)
+        client.get_task("t1")
+    assert _paths(server) == [
+        (1, "/api/v1/tasks"),
+        (2, "/api/v1/tasks/t1"),
+    ]  # each once, the second on a new connection
 
 
-def test_a_refused_connection_is_httpxs_connect_error() -> None:
+def test_a_refused_connection_is_a_connect_error_with_urllib3s_cause() -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
-    transport = Transport(f"http://127.0.0.1:{port}", {}, 5)
-    with pytest.raises(httpx.ConnectError):
-        transport.request("GET", "/api/v1/tasks/x")
+    with Client(f"http://127.0.0.1:{port}") as client, pytest.raises(ConnectError) as refused:
+        client.get_task("x")
+    assert isinstance(refused.value, TransportError) and isinstance(refused.value, ConveyorError)
+    assert isinstance(refused.value.__cause__, urllib3.exceptions.NewConnectionError)
+    assert f"GET http://127.0.0.1:{port}/api/v1/tasks/x" in str(refused.value)
 
 
-def test_no_answer_within_the_timeout_is_httpxs_read_timeout(server_with) -> None:
+@pytest.mark.parametrize("call", ["enqueue", "get_task"])
+def test_no_answer_within_the_timeout_is_a_transport_error_and_sent_once(server_with, call) -> None:
     server = server_with(lambda n, request: b"")  # reads the request, never answers
-    transport = Transport(server.url, {}, 0.3)
-    with pytest.raises(httpx.ReadTimeout):
-        transport.request("POST", "/api/v1/tasks", b"{}")
+    with Client(server.url, timeout=0.3) as client, pytest.raises(TransportError) as failed:
+        client.enqueue("t", {}) if call == "enqueue" else client.get_task("t1")
+    assert not isinstance(failed.value, ConnectError)  # it was sent: it may be stored
+    assert isinstance(failed.value.__cause__, urllib3.exceptions.ReadTimeoutError)
     assert len(server.requests) == 1
 
 
-def test_a_connection_closed_without_an_answer_is_a_protocol_error_and_not_sent_again(server_with) -> None:
-    server = server_with(lambda n, request: None)  # reads the request, closes
-    transport = Transport(server.url, {}, 5)
-    with pytest.raises(httpx.RemoteProtocolError):
-        transport.request("POST", "/api/v1/tasks", b"{}")
-    assert len(server.requests) == 1  # it may have been acted on: not sent twice
-    assert transport._idle == []
+def test_a_timeout_may_be_urllib3s(server_with) -> None:
+    server = server_with(lambda n, request: b"")
+    started = time.monotonic()
+    with Client(server.url, timeout=urllib3.Timeout(connect=5, read=0.2)) as client, pytest.raises(TransportError):
+        client.get_task("t1")
+    assert time.monotonic() - started < 3
+
+
+@pytest.mark.parametrize("call", ["enqueue", "get_task"])
+def test_a_connection_closed_without_an_answer_is_a_transport_error_and_not_sent_again(server_with, call) -> None:
+    server = server_with(lambda n, request: None if n == 1 else OK)  # the first connection closes unanswered
+    with Client(server.url) as client:
+        send = (lambda: client.enqueue("t", {})) if call == "enqueue" else (lambda: client.get_task("t1"))
+        with pytest.raises(TransportError) as failed:
+            send()
+        assert not isinstance(failed.value, ConnectError)
+        assert len(server.requests) == 1  # it may have been acted on: not sent twice
+        assert send().id == "t1"  # the next call opens a new connection
+    assert [n for n, _ in server.requests] == [1, 2]
 
 
 def test_an_answer_that_says_close_closes_the_connection(server_with) -> None:
     closing = OK.replace(b"Content-Length", b"Connection: close\r\nContent-Length")
     server = server_with(lambda n, request: closing)
-    transport = Transport(server.url, {}, 5)
-    assert transport.request("GET", "/a")[0] == 201
-    assert transport._idle == []
-    assert transport.request("GET", "/b")[0] == 201
+    with Client(server.url) as client:
+        client.get_task("a")
+        client.get_task("b")
     assert server.connections == 2
 
 
@@ -213,12 +227,36 @@ def test_a_refusal_that_is_not_json_is_an_api_error_with_the_text(server_with) -
     assert refused.value.message == "upstream is down"
 
 
+def test_a_redirect_is_an_answer_not_followed(server_with) -> None:
+    moved = b'{"moved":true}'
+    server = server_with(
+        lambda n, request: (
+            b"HTTP/1.1 307 Temporary Redirect\r\nLocation: /elsewhere\r\nContent-Length: %d\r\n\r\n%s"
+            % (len(moved), moved)
+        )
+    )
+    with Client(server.url) as client:
+        assert client.request("POST", "/api/v1/tasks", json={}) == {"moved": True}
+    assert _paths(server) == [(1, "/api/v1/tasks")]
+
+
 def test_task_ids_are_escaped_in_the_path(server_with) -> None:
     body = b'{"id":"a b/c","queue":"default","type":"t","state":"pending"}'
     server = server_with(lambda n, request: b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
     with Client(server.url) as client:
         assert client.get_task("a b/c").id == "a b/c"
     assert _paths(server) == [(1, "/api/v1/tasks/a%20b%2Fc")]
+
+
+def test_request_sends_json_and_params(server_with) -> None:
+    server = server_with(lambda n, request: OK)
+    with Client(server.url) as client:
+        assert client.request("POST", "/api/v1/tasks/x/cancel", json={"why": "ü"})["id"] == "t1"
+        client.request("GET", "/api/v1/tasks?limit=5", params={"queue": ["a b", "c"], "state": "archived"})
+    (_, first), (_, second) = server.requests
+    assert first.startswith(b"POST /api/v1/tasks/x/cancel HTTP/1.1")
+    assert json.loads(first.partition(b"\r\n\r\n")[2]) == {"why": "ü"}
+    assert second.startswith(b"GET /api/v1/tasks?limit=5&queue=a+b&queue=c&state=archived HTTP/1.1")
 
 
 def test_one_client_shared_by_threads(server_with) -> None:
@@ -241,51 +279,104 @@ def test_one_client_shared_by_threads(server_with) -> None:
         assert errors == []
         assert len(server.requests) == 200
         assert 1 <= server.connections <= 8  # a connection per thread at most, reused
-        assert len(client._transport._idle) == server.connections
 
 
-@pytest.mark.parametrize("variable", ["HTTP_PROXY", "https_proxy", "ALL_PROXY"])
-def test_a_proxy_in_the_environment_sends_calls_through_httpx(monkeypatch, server_with, variable) -> None:
+def test_the_async_client_runs_calls_side_by_side_without_holding_the_loop(server_with) -> None:
+    def slow(n: int, request: bytes) -> bytes:
+        time.sleep(0.5)
+        return OK
+
+    server = server_with(slow)
+
+    async def run() -> float:
+        async with AsyncClient(server.url) as client:
+            started = time.monotonic()
+            ticks = asyncio.create_task(_ticks(0.5))
+            tasks = await asyncio.gather(client.enqueue("t", {}), client.enqueue("t", {}))
+            assert [t.id for t in tasks] == ["t1", "t1"]
+            assert await ticks >= 5  # the loop ran on while both waited
+            return time.monotonic() - started
+
+    assert asyncio.run(run()) < 0.9  # side by side, not one after the other
+    assert server.connections == 2
+
+
+def test_the_async_clients_network_failures_are_transport_errors() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+
+    async def run() -> None:
+        async with AsyncClient(f"http://127.0.0.1:{port}") as client:
+            with pytest.raises(ConnectError):
+                await client.enqueue("t", {})
+
+    asyncio.run(run())
+
+
+async def _ticks(seconds: float) -> int:
+    count, end = 0, time.monotonic() + seconds
+    while time.monotonic() < end:
+        await asyncio.sleep(0.05)
+        count += 1
+    return count
+
+
+@pytest.mark.parametrize("variable", ["HTTP_PROXY", "http_proxy", "ALL_PROXY"])
+def test_a_proxy_in_the_environment_carries_http_calls(monkeypatch, server_with, variable) -> None:
     # The proxy is a loopback server that answers as the API would: a proxied
     # request names the whole URL on its request line.
     proxy = server_with(lambda n, request: OK)
-    monkeypatch.setenv(variable, proxy.url)
+    monkeypatch.setenv(variable, proxy.url.replace("http://", "http://us%40er:p%3Aw@"))
     monkeypatch.setenv("NO_PROXY", "")
-    assert not serves("http://127.0.0.1:9", 30)
-    target = "http://127.0.0.1:9" if "https" not in variable else None
-    if target is None:  # httpx uses HTTPS_PROXY for https:// only: check the switch, not the route
-        with Client("https://127.0.0.1:9") as client:
-            assert client._transport is None
-        return
-    with Client(target) as client:
-        assert client._transport is None
+    with Client("http://127.0.0.1:9/base") as client:
         assert client.enqueue("t", {}).id == "t1"
-    assert proxy.requests[0][1].startswith(b"POST http://127.0.0.1:9/api/v1/tasks HTTP/1.1")
+    request = proxy.requests[0][1]
+    assert request.startswith(b"POST http://127.0.0.1:9/base/api/v1/tasks HTTP/1.1")
+    assert b"\r\nProxy-Authorization: Basic " + base64.b64encode(b"us@er:p:w") + b"\r\n" in request
 
 
-def test_only_http_and_https_urls_with_a_timeout_in_seconds_are_served_without_httpx() -> None:
-    assert serves("http://127.0.0.1:8080", 30)
-    assert serves("https://conveyor.internal", 2.5)
-    assert serves("http://127.0.0.1:8080", None)
-    assert not serves("unix:///tmp/sock", 30)
-    assert not serves("127.0.0.1:8080", 30)
-    assert not serves("http://user:pw@127.0.0.1:8080", 30)
-    assert not serves("http://127.0.0.1:8080", httpx.Timeout(5))
+def test_an_https_call_through_a_proxy_is_tunnelled_and_a_refused_tunnel_is_a_connect_error(
+    monkeypatch, server_with
+) -> None:
+    proxy = server_with(lambda n, request: b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+    monkeypatch.setenv("HTTPS_PROXY", proxy.url)
+    monkeypatch.setenv("NO_PROXY", "")
+    with Client("https://127.0.0.1:9") as client, pytest.raises(ConnectError):
+        client.enqueue("t", {})
+    assert proxy.requests[0][1].startswith(b"CONNECT 127.0.0.1:9 HTTP/1.1")
 
 
-def test_credentials_in_the_url_go_through_httpx_as_basic_auth(server_with) -> None:
+def test_no_proxy_names_hosts_reached_directly(monkeypatch, server_with) -> None:
+    server = server_with(lambda n, request: OK)
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("NO_PROXY", "example.com,127.0.0.1")
+    with Client(server.url) as client:
+        assert client.enqueue("t", {}).id == "t1"
+    assert _paths(server) == [(1, "/api/v1/tasks")]
+
+
+@pytest.mark.parametrize("url", ["unix:///tmp/sock", "localhost:8080", "http://", "ftp://127.0.0.1"])
+def test_only_http_and_https_urls_make_a_client(url: str) -> None:
+    with pytest.raises(ValueError, match="http:// or https://"):
+        Client(url)
+
+
+def test_credentials_in_the_url_are_sent_as_basic_auth(server_with) -> None:
     server = server_with(lambda n, request: OK)
     with Client(server.url.replace("http://", "http://user:pw@")) as client:
-        assert client._transport is None
         client.get_task("t1")
-    assert b"Authorization: Basic dXNlcjpwdw==" in server.requests[0][1]
+    request = server.requests[0][1]
+    assert b"Authorization: Basic dXNlcjpwdw==" in request
+    assert request.startswith(b"GET /api/v1/tasks/t1 HTTP/1.1")
 
 
-def test_an_httpx_timeout_goes_through_httpx(server_with) -> None:
-    server = server_with(lambda n, request: OK)
-    with Client(server.url, timeout=httpx.Timeout(5)) as client:
-        assert client._transport is None
-        assert client.enqueue("t", {}).id == "t1"
+def test_a_network_error_does_not_name_the_urls_credentials() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+    with Client(f"http://user:s3cret@127.0.0.1:{port}/base") as client, pytest.raises(ConnectError) as refused:
+        client.get_task("x")
+    assert str(refused.value).startswith(f"GET http://127.0.0.1:{port}/base/api/v1/tasks/x: ")
+    assert "s3cret" not in str(refused.value)
 
 
 def test_a_closed_client_refuses_every_call(server_with, monkeypatch) -> None:
@@ -294,7 +385,6 @@ def test_a_closed_client_refuses_every_call(server_with, monkeypatch) -> None:
         if proxied:
             monkeypatch.setenv("HTTP_PROXY", server.url)
         client = Client(server.url)
-        assert (client._transport is None) is proxied
         client.close()
         with pytest.raises(RuntimeError, match="closed"):
             client.enqueue("t", {})
@@ -303,14 +393,12 @@ def test_a_closed_client_refuses_every_call(server_with, monkeypatch) -> None:
     assert server.requests == []
 
 
-def test_a_base_path_is_percent_encoded_as_httpx_does(server_with) -> None:
+def test_a_base_path_is_percent_encoded(server_with) -> None:
     server = server_with(lambda n, request: OK)
     with Client(server.url + "/my api/über") as client:
         client.get_task("t1")
         client.request("GET", "/api/v1/tasks/t1")
-    assert _paths(server) == [(1, "/my%20api/%C3%BCber/api/v1/tasks/t1")] * 1 + [
-        (2, "/my%20api/%C3%BCber/api/v1/tasks/t1")
-    ]
+    assert _paths(server) == [(1, "/my%20api/%C3%BCber/api/v1/tasks/t1")] * 2
 
 
 def test_an_answer_sent_before_the_request_was_read_whole_is_returned(server_with) -> None:
@@ -330,11 +418,12 @@ def test_an_answer_sent_before_the_request_was_read_whole_is_returned(server_wit
     assert (refused.value.status, refused.value.message) == (413, "request body too large")
 
 
-def test_a_request_the_server_does_not_read_is_a_write_timeout(server_with) -> None:
+def test_a_request_the_server_does_not_read_is_a_transport_error(server_with) -> None:
     server = server_with(lambda n, request: OK)
     server.stall = True  # reads the headers, then nothing
-    with Client(server.url, timeout=0.5) as client, pytest.raises(httpx.WriteTimeout):
+    with Client(server.url, timeout=0.5) as client, pytest.raises(TransportError) as failed:
         client.enqueue_batch([{"type": "t", "json": "x" * 1000}] * 20000)
+    assert not isinstance(failed.value, ConnectError)
 
 
 def test_keep_alive_holds_with_descriptors_past_1024(server_with) -> None:
@@ -343,11 +432,9 @@ def test_keep_alive_holds_with_descriptors_past_1024(server_with) -> None:
     try:
         while not padding or padding[-1] < 1100:
             padding.append(os.open(os.devnull, os.O_RDONLY))
-        transport = Transport(server.url, {}, 5)
-        for _ in range(5):
-            assert transport.request("GET", "/a")[0] == 201
-        assert transport._idle[0].sock.fileno() >= 1024
-        transport.close()
+        with Client(server.url) as client:  # its socket's descriptor is past 1100
+            for _ in range(5):
+                client.get_task("t1")
     finally:
         for fd in padding:
             os.close(fd)
@@ -375,9 +462,8 @@ def _tls_server(server_with, certificate) -> Server:
 
 def test_https_with_a_trusted_certificate_is_kept_alive(server_with, certificate, monkeypatch) -> None:
     server = _tls_server(server_with, certificate)
-    monkeypatch.setenv("SSL_CERT_FILE", certificate[0])  # trusted as httpx trusts: its context
+    monkeypatch.setenv("SSL_CERT_FILE", certificate[0])  # the system's trust store, as OpenSSL finds it
     with Client(server.url) as client:
-        assert client._transport is not None
         for _ in range(3):
             assert client.enqueue("t", {}).id == "t1"
     assert (server.connections, len(server.requests)) == (1, 3)
@@ -385,7 +471,7 @@ def test_https_with_a_trusted_certificate_is_kept_alive(server_with, certificate
 
 def test_https_with_a_certificate_nobody_vouches_for_is_refused(server_with, certificate) -> None:
     server = _tls_server(server_with, certificate)
-    with Client(server.url) as client, pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+    with Client(server.url) as client, pytest.raises(ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
         client.enqueue("t", {})
     assert server.requests == []
 
