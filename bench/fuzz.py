@@ -41,7 +41,7 @@ worker's accepted ``result`` is not applied or an accepted ``hello`` leaves
 a session that is not listed, or when the node logs a traceback.
 
 ``--short`` is the form the test suite runs (tests/e2e/test_fuzz_pass.py):
-each input gets one hostile value, taken in turn, a few hundred requests. ``--keep`` keeps the
+each input gets one hostile value, taken in turn, about 800 requests. ``--keep`` keeps the
 database and the node's log.
 """
 
@@ -1243,7 +1243,7 @@ def fuzz_node(keep: bool = False, project: Path = ROOT) -> Iterator[tuple[str, C
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--short", action="store_true", help="the short form (a few hundred inputs)")
+    parser.add_argument("--short", action="store_true", help="the short form (about 800 inputs)")
     parser.add_argument("--surface", action="append", choices=Fuzzer.SURFACES, help="only this one (repeatable)")
     parser.add_argument("--keep", action="store_true", help="keep the database and the node's log")
     parser.add_argument("--project", type=Path, default=ROOT, help="run the node of this checkout (default: this one)")

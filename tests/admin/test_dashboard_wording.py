@@ -57,3 +57,14 @@ def test_the_last_error_of_a_task_that_did_not_end_by_it_says_earlier_attempt(
     html = task_page(staff, task.id)
     assert heading in html
     assert ('class="card card-error" aria-labelledby="error-h"' in html) is (state in ("archived", "canceled"))
+
+
+@pytest.mark.parametrize(("state", "said"), [("completed", False), ("archived", True), ("canceled", True)])
+def test_a_tasks_retention_says_when_it_does_not_apply(staff: Client, state: str, said: bool) -> None:
+    # A task's retention keeps its completed row; an archived or canceled
+    # one is kept by the server-wide retention of failed tasks instead.
+    task = get_broker().enqueue(TaskSpec(type="t", retention=3600))
+    Task.objects.filter(id=task.id).update(state=state)
+    html = task_page(staff, task.id)
+    assert "1h after completion" in html
+    assert (f"(not completed: kept as {state} tasks are)" in html) is said
