@@ -17,7 +17,7 @@ def test_cancel_a_task_from_its_detail_page(dash: Dash, node, q: str) -> None:
     cancel.click()
     dialog = dash.page.locator("#confirm-dialog")
     assert dialog.is_visible()
-    dialog.get_by_role("button", name="Cancel", exact=True).click()
+    dialog.get_by_role("button", name="Go back", exact=True).click()
     assert dialog.is_hidden()
     assert node.task(task["id"])["state"] == "scheduled"
 
@@ -150,7 +150,7 @@ def test_bulk_actions_on_selected_tasks(dash: Dash, node, q: str) -> None:
     dash.page.get_by_label(f"Select {ids[0]}").check()
     dash.page.locator(".bulkbar").get_by_role("button", name="Delete").click()
     assert "Delete 1 selected task?" in dialog.inner_text()
-    dialog.get_by_role("button", name="Cancel").click()
+    dialog.get_by_role("button", name="Go back").click()
 
     dash.page.get_by_label("Select all tasks on this page").check()
     dash.page.locator(".bulkbar").get_by_role("button", name="Delete").click()
@@ -194,7 +194,7 @@ def test_keyboard_alone_can_cancel_a_task(dash: Dash, node, q: str) -> None:
     page.keyboard.press("Enter")
     dialog = page.locator("#confirm-dialog")
     assert dialog.is_visible()
-    assert page.evaluate("document.activeElement.textContent") == "Cancel", "the dialog focuses its safe choice"
+    assert page.evaluate("document.activeElement.textContent") == "Go back", "the dialog focuses its safe choice"
     page.keyboard.press("Escape")
     assert dialog.is_hidden() and node.task(task["id"])["state"] == "scheduled"
     page.keyboard.press("Enter")  # focus went back to the Cancel button
