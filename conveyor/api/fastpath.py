@@ -99,8 +99,8 @@ class EnqueueFastPath:
             status, payload = _error(kind, InvalidArgument("", f"the request body is not JSON: {reason}"))
         else:
             try:
-                require_queues(token, body_queues(data, many=kind == BATCH), "enqueue into")
-                if token is not None and token.queues is not None:
+                if token is not None and token.queues is not None:  # (else every queue is allowed)
+                    require_queues(token, body_queues(data, many=kind == BATCH), "enqueue into")
                     names = body_names(data, many=kind == BATCH)
                     await sync_to_async(screen_enqueue, thread_sensitive=False)(token, names, many=kind == BATCH)
                 status, payload = await _run(kind, data, len(body))

@@ -79,8 +79,9 @@ def _plan() -> _Plan:
 
 
 def _record(values: dict[str, Any]) -> NewTask:
+    """The row whose attributes are *values* (a dict of its own, which becomes the row's)."""
     row = NewTask()
-    row.__dict__.update(values)
+    row.__dict__ = values
     return row
 
 

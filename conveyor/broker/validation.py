@@ -28,6 +28,8 @@ CONTROL = re.compile(r"[\x00-\x1f]")  # characters below 32
 # and a lone surrogate (not a character: it has no UTF-8 encoding). A JSON
 # body can carry either as an escape (\u0000, \ud800).
 UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+# What ``check_text`` refuses: ``CONTROL`` or ``UNSTORABLE``.
+_TEXT_REFUSED = re.compile("[\x00-\x1f\ud800-\udfff]")
 # Ids that would collide with REST routes under /api/v1/tasks/.
 RESERVED_IDS = ("batch", "tx", "actions", "bulk", "count")
 ON_FAILURE = ("block", "continue", "cascade_cancel")
@@ -88,6 +90,8 @@ def check_text(value: Any, field: str, max_len: int, *, required: bool = False) 
         raise InvalidArgument(field, "must be a string")
     if len(value) > max_len:
         raise InvalidArgument(field, f"must be at most {max_len} characters")
+    if _TEXT_REFUSED.search(value) is None:  # (one scan for the common case, clean text)
+        return value
     if CONTROL.search(value):
         raise InvalidArgument(field, "must not contain control characters")
     return check_storable(value, field)
