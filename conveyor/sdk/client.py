@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import urllib.parse
 import urllib.request
@@ -50,7 +51,11 @@ class TaskInfo:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TaskInfo:
-        return cls(
+        # The same object as cls(id=..., ...), built without the frozen
+        # dataclass's __init__: its object.__setattr__ per field was 2/3 of
+        # this method's cost, paid once per enqueue (tests/sdk/test_client.py).
+        info = object.__new__(cls)
+        info.__dict__.update(
             id=data["id"],
             queue=data["queue"],
             type=data["type"],
@@ -70,6 +75,7 @@ class TaskInfo:
             finished_at=_time(data.get("finished_at")),
             raw=data,
         )
+        return info
 
 
 @dataclass
@@ -83,7 +89,7 @@ class BatchItem:
 
 
 def _time(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+    return datetime.fromisoformat(value) if value else None  # reads a "Z" as UTC (Python 3.11+)
 
 
 def _seconds(value: float | timedelta | str | None) -> float | str | None:
@@ -134,25 +140,39 @@ def task_request(
         body["json"] = payload
         if content_type:
             body["content_type"] = content_type
-    options = {
-        "id": id,
-        "priority": priority,
-        "max_retry": max_retry,
-        "process_in": _seconds(process_in),
-        "process_at": _stamp(process_at),
-        "expires_in": _seconds(expires_in),
-        "expires_at": _stamp(expires_at),
-        "unique_key": unique_key,
-        "unique_ttl": _seconds(unique_ttl),
-        "group": group,
-        "concurrency_key": concurrency_key,
-        "timeout": _seconds(timeout),
-        "deadline": _stamp(deadline),
-        "retention": _seconds(retention),
-        "retry_policy": dict(retry_policy) if retry_policy else None,
-        "metadata": dict(metadata) if metadata else None,
-    }
-    body.update({k: v for k, v in options.items() if v is not None})
+    # Only the options given (not None) go in the body, in this order.
+    if id is not None:
+        body["id"] = id
+    if priority is not None:
+        body["priority"] = priority
+    if max_retry is not None:
+        body["max_retry"] = max_retry
+    if process_in is not None:
+        body["process_in"] = _seconds(process_in)
+    if process_at is not None:
+        body["process_at"] = _stamp(process_at)
+    if expires_in is not None:
+        body["expires_in"] = _seconds(expires_in)
+    if expires_at is not None:
+        body["expires_at"] = _stamp(expires_at)
+    if unique_key is not None:
+        body["unique_key"] = unique_key
+    if unique_ttl is not None:
+        body["unique_ttl"] = _seconds(unique_ttl)
+    if group is not None:
+        body["group"] = group
+    if concurrency_key is not None:
+        body["concurrency_key"] = concurrency_key
+    if timeout is not None:
+        body["timeout"] = _seconds(timeout)
+    if deadline is not None:
+        body["deadline"] = _stamp(deadline)
+    if retention is not None:
+        body["retention"] = _seconds(retention)
+    if retry_policy:
+        body["retry_policy"] = dict(retry_policy)
+    if metadata:
+        body["metadata"] = dict(metadata)
     if unique:
         body["unique"] = True
     if depends_on:
@@ -186,8 +206,12 @@ def _check(status: int, content: bytes) -> Any:
     return body
 
 
+# json.dumps(body, ensure_ascii=False, ...) would build this encoder anew for every call.
+JSON_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def _json(body: Any) -> bytes:
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    return JSON_ENCODER.encode(body).encode()
 
 
 def _task_path(task_id: str) -> str:
@@ -242,8 +266,14 @@ def _basic_auth(url: urllib.parse.SplitResult, header: str) -> dict[str, str]:
     return {name.title(): value for name, value in made.items()}  # Authorization replaces a token's
 
 
+@functools.lru_cache(maxsize=256)
+def _quoted(path: str) -> str:
+    """*path* percent-encoded where it must be (the API's few paths are quoted once, not per call)."""
+    return urllib.parse.quote(path, safe=PATH_SAFE + "?")
+
+
 def _target(path: str, params: Mapping[str, Any] | None) -> str:
-    path = urllib.parse.quote(path, safe=PATH_SAFE + "?")
+    path = _quoted(path)
     if params:
         path += ("&" if "?" in path else "?") + urllib.parse.urlencode(params, doseq=True)
     return path
