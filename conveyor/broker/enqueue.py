@@ -52,7 +52,7 @@ class Enqueuer:
         if one is not None:
             now, fields = one
             if fields["due_at"] <= now:  # (a scheduled task takes no offer)
-                return self._insert_taking_offer(new_ulid(now), fields, now).model(self.ctx.db)
+                return self._insert_taking_offer(new_ulid(now), fields, now)
         result = self._store([spec], mode="one")[0]
         if result.error is not None:
             raise result.error
@@ -407,7 +407,7 @@ class Enqueuer:
         else:
             task.state = ready_state(task, now)
 
-    def _insert_taking_offer(self, task_id: str, fields: dict[str, Any], now: datetime) -> NewTask:
+    def _insert_taking_offer(self, task_id: str, fields: dict[str, Any], now: datetime) -> Task:
         """Store one due task of one INSERT in autocommit, taking a node's offer
         if there is one (docs/architecture.md, "Offers"), and announce it.
 
@@ -416,7 +416,7 @@ class Enqueuer:
         needs no wake.
         """
         values = task_values(task_id, {**fields, "state": State.PENDING, "enqueued_at": now, "updated_at": now})
-        task = offers.insert_taking_offer(self.ctx.store, values, now, self.offer_misses)
+        task = offers.insert_taking_offer(self.ctx.store, self.ctx.db, values, now, self.offer_misses)
         self._announce([task], now, then=run_now)
         return task
 

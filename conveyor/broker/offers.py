@@ -22,7 +22,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from conveyor.broker.rows import NewTask, task_from_values
+from conveyor.broker.rows import NewTask
 from conveyor.broker.types import LEASED_FIELDS, LeasedTask
 from conveyor.conf import conveyor_settings
 from conveyor.models import Task
@@ -132,9 +132,21 @@ class Take:
         return (State.ACTIVE, lease_id, holder, self.expires, self.now)
 
 
+_NAMES = [attname for _, attname in task_columns()]
+_METADATA_AT = _AT["metadata"]
+# The columns that may hold a memoryview (``cell`` makes it bytes).
+_BINARY_AT = [i for i, field in enumerate(Task._meta.concrete_fields) if field.get_internal_type() == "BinaryField"]
+
+
 def insert_params(values: list[Any]) -> dict[str, Any]:
-    """A new row's attribute values (field order) as a one-task INSERT's named parameters."""
-    return {attname: cell(value, attname) for (_, attname), value in zip(task_columns(), values, strict=True)}
+    """A new row's attribute values (field order) as a one-task INSERT's named
+    parameters, each as ``cell`` makes it (only metadata and bytes change)."""
+    params = dict(zip(_NAMES, values, strict=True))
+    params["metadata"] = cell(values[_METADATA_AT], "metadata")
+    for i in _BINARY_AT:
+        if isinstance(values[i], memoryview):
+            params[_NAMES[i]] = bytes(values[i])
+    return params
 
 
 LEASE_FIELDS = ("state", "lease_id", "lease_holder", "lease_expires_at", "started_at")
@@ -145,13 +157,16 @@ def set_lease(task: Task | NewTask, values: tuple[Any, ...]) -> None:
     task.state, task.lease_id, task.lease_holder, task.lease_expires_at, task.started_at = values
 
 
-def insert_taking_offer(store: Store, values: list[Any], now: datetime, misses: Misses | None = None) -> NewTask:
+def insert_taking_offer(
+    store: Store, db: str, values: list[Any], now: datetime, misses: Misses | None = None
+) -> Task:
     """INSERT one due task in autocommit, taking an offer of its queue if there
-    is one (``Take``; *misses* as there), and return it as stored (durable)."""
+    is one (``Take``; *misses* as there), and return it as stored (durable),
+    a ``Task`` instance of database *db*."""
     take = Take.of(values, now, misses=misses)
     params = take.params(values) if take is not None else insert_params(values)
     row = store.insert_one(params, take_offer=take is not None)
-    task = task_from_values(values)
+    task = Task.from_plaintext(db, values)
     taken = take.taken(row) if take is not None and row is not None else None
     if taken is not None:
         set_lease(task, taken)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import json
 import operator
+import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -157,6 +158,28 @@ def outcome_rows(rows: Sequence[tuple[Any, ...]], now: datetime) -> list[Outcome
     return won
 
 
+class _Cursors(threading.local):
+    """Each thread's server-side binding cursor on its Django connection.
+
+    Reused from statement to statement while the connection is the same: a
+    cursor keeps the adapters it looked up for each parameter's type, which
+    a new cursor per statement would look up again.
+    """
+
+    cursor: psycopg.Cursor[Any] | None = None
+
+    def on(self, raw: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
+        cursor = self.cursor
+        if cursor is None or cursor.closed or cursor.connection is not raw:
+            # A server-side binding cursor: Django's connections make
+            # client-side binding ones, which cannot prepare.
+            cursor = self.cursor = psycopg.Cursor(raw)
+        return cursor
+
+
+_cursors = _Cursors()
+
+
 class PostgresStore(OrmTransitions):
     vendor = "postgresql"
     one_insert_in_autocommit = True
@@ -190,9 +213,8 @@ class PostgresStore(OrmTransitions):
         if raw.prepare_threshold is None:
             raw.prepare_threshold = NEVER_AUTOMATICALLY
         try:
-            # A server-side binding cursor: Django's connections make
-            # client-side binding ones, which cannot prepare.
-            with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
+            with connection.wrap_database_errors:
+                cursor = _cursors.on(raw)
                 cursor.execute(query, params, prepare=True)
                 return cursor.fetchall() if fetch else []
         except Exception:
