@@ -140,35 +140,27 @@ def task_request(
         body["json"] = payload
         if content_type:
             body["content_type"] = content_type
-    # Only the options given (not None) go in the body, in this order.
-    if id is not None:
-        body["id"] = id
-    if priority is not None:
-        body["priority"] = priority
-    if max_retry is not None:
-        body["max_retry"] = max_retry
-    if process_in is not None:
-        body["process_in"] = _seconds(process_in)
-    if process_at is not None:
-        body["process_at"] = _stamp(process_at)
-    if expires_in is not None:
-        body["expires_in"] = _seconds(expires_in)
-    if expires_at is not None:
-        body["expires_at"] = _stamp(expires_at)
-    if unique_key is not None:
-        body["unique_key"] = unique_key
-    if unique_ttl is not None:
-        body["unique_ttl"] = _seconds(unique_ttl)
-    if group is not None:
-        body["group"] = group
-    if concurrency_key is not None:
-        body["concurrency_key"] = concurrency_key
-    if timeout is not None:
-        body["timeout"] = _seconds(timeout)
-    if deadline is not None:
-        body["deadline"] = _stamp(deadline)
-    if retention is not None:
-        body["retention"] = _seconds(retention)
+    # Only the options given (not None) go in the body, in this order, each
+    # converted by its function (None: as it is).
+    options = (
+        ("id", id, None),
+        ("priority", priority, None),
+        ("max_retry", max_retry, None),
+        ("process_in", process_in, _seconds),
+        ("process_at", process_at, _stamp),
+        ("expires_in", expires_in, _seconds),
+        ("expires_at", expires_at, _stamp),
+        ("unique_key", unique_key, None),
+        ("unique_ttl", unique_ttl, _seconds),
+        ("group", group, None),
+        ("concurrency_key", concurrency_key, None),
+        ("timeout", timeout, _seconds),
+        ("deadline", deadline, _stamp),
+        ("retention", retention, _seconds),
+    )
+    for name, value, convert in options:
+        if value is not None:
+            body[name] = value if convert is None else convert(value)
     if retry_policy:
         body["retry_policy"] = dict(retry_policy)
     if metadata:
