@@ -42,7 +42,9 @@ def stored_resolution(resolution: str) -> str:
 
 def dependent_verdict(resolutions: list[str]) -> str:
     """What a dependent's edges make of it (D11): CANCEL when any edge
-    cancels it, READY when every edge is satisfied, else BLOCKED."""
+    cancels it, READY when every edge is satisfied (or it has none), else BLOCKED."""
+    if not resolutions:  # (most tasks: no call to all())
+        return READY
     if CANCEL in resolutions:
         return CANCEL
     if all(r == TaskDependency.SATISFIED for r in resolutions):

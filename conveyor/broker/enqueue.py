@@ -13,7 +13,7 @@ from django.db import IntegrityError, connections
 
 from conveyor.broker import offers
 from conveyor.broker.base import Context, Then, run_now
-from conveyor.broker.edges import BLOCKED, CANCEL, READY, dependent_verdict, edge_resolution, stored_resolution
+from conveyor.broker.edges import BLOCKED, CANCEL, dependent_verdict, edge_resolution, stored_resolution
 from conveyor.broker.rows import NewTask, new_task, new_tasks, task_values
 from conveyor.broker.types import ItemResult, TaskSpec
 from conveyor.broker.validation import check_dependencies, task_fields
@@ -399,7 +399,7 @@ class Enqueuer:
             it.edges.append(edge)
         task = it.task
         task.enqueued_at = task.updated_at = now
-        verdict = dependent_verdict(resolutions) if resolutions else READY  # (no edges: ready, as D11 says)
+        verdict = dependent_verdict(resolutions)
         if verdict == CANCEL:
             task.state, task.finished_at, task.last_error = State.CANCELED, now, CANCELED_BY_DEPENDENCY
         elif verdict == BLOCKED:

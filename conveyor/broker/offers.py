@@ -157,9 +157,7 @@ def set_lease(task: Task | NewTask, values: tuple[Any, ...]) -> None:
     task.state, task.lease_id, task.lease_holder, task.lease_expires_at, task.started_at = values
 
 
-def insert_taking_offer(
-    store: Store, db: str, values: list[Any], now: datetime, misses: Misses | None = None
-) -> Task:
+def insert_taking_offer(store: Store, db: str, values: list[Any], now: datetime, misses: Misses | None = None) -> Task:
     """INSERT one due task in autocommit, taking an offer of its queue if there
     is one (``Take``; *misses* as there), and return it as stored (durable),
     a ``Task`` instance of database *db*."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -20,6 +19,7 @@ from conveyor.broker import request
 from conveyor.broker.types import CronSpec, Dependency, RetrySpec, TaskSpec, WebhookSpec
 from conveyor.durations import parse_duration
 from conveyor.exceptions import InvalidArgument
+from conveyor.sdk.protocol import compact_json
 
 CRON_FIELDS = {
     "id", "spec", "task_type", "type", "queue", "json", "payload", "content_type", "timezone", "options", "paused",
@@ -107,11 +107,6 @@ def decode_base64(value: Any, field: str) -> bytes:
         raise InvalidArgument(field, "is not valid base64") from None
 
 
-# What ``json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)``
-# uses, made once: ``dumps`` with options builds an encoder on every call.
-_PAYLOAD_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
 def parse_payload(data: dict[str, Any]) -> tuple[bytes, str]:
     """``json`` (any JSON value) xor ``payload`` (base64 bytes) with ``content_type``."""
     content_type = data.get("content_type")
@@ -121,7 +116,7 @@ def parse_payload(data: dict[str, Any]) -> tuple[bytes, str]:
         raise InvalidArgument("json", "give either json or payload, not both")
     if "json" in data:
         try:
-            body = _PAYLOAD_JSON.encode(data["json"]).encode()
+            body = compact_json(data["json"]).encode()
         except UnicodeEncodeError:
             # A lone surrogate (a \ud800 escape): JSON text must be UTF-8, and it has no encoding.
             raise InvalidArgument("json", "must not contain lone surrogates") from None

@@ -17,6 +17,7 @@ import urllib3
 
 from conveyor.sdk.encryption import Encryptor, seal_request
 from conveyor.sdk.errors import APIError, ConnectError, TransportError, api_error
+from conveyor.sdk.protocol import compact_json
 
 Payload = Any  # a JSON value, or bytes with a content type
 
@@ -53,7 +54,7 @@ class TaskInfo:
     def from_json(cls, data: dict[str, Any]) -> TaskInfo:
         # The same object as cls(id=..., ...), built without the frozen
         # dataclass's __init__: its object.__setattr__ per field was 2/3 of
-        # this method's cost, paid once per enqueue (tests/sdk/test_client.py).
+        # this method's cost, paid once per enqueue (tests/sdk/test_client_cost.py).
         info = object.__new__(cls)
         info.__dict__.update(
             id=data["id"],
@@ -198,12 +199,8 @@ def _check(status: int, content: bytes) -> Any:
     return body
 
 
-# json.dumps(body, ensure_ascii=False, ...) would build this encoder anew for every call.
-JSON_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
 def _json(body: Any) -> bytes:
-    return JSON_ENCODER.encode(body).encode()
+    return compact_json(body).encode()
 
 
 def _task_path(task_id: str) -> str:

@@ -54,6 +54,12 @@ CLOSE_HELLO_TIMEOUT = 4408  # no hello within the handshake timeout
 FATAL_CLOSE_CODES = (CLOSE_UNAUTHENTICATED, CLOSE_FORBIDDEN, CLOSE_VERSION, CLOSE_PROTOCOL_ERROR)
 
 
+# JSON text as the SDK sends request bodies and the server stores a task's
+# ``json`` payload: compact, UTF-8 as it is, no NaN or Infinity (ValueError).
+# One encoder made once: ``json.dumps`` with options builds one per call.
+compact_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
 def encode_frames(frames: list[dict[str, Any]]) -> str:
     """One WebSocket text message: a single frame object, or an array of several."""
     payload: Any = frames[0] if len(frames) == 1 else frames
