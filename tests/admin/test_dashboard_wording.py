@@ -68,3 +68,18 @@ def test_a_tasks_retention_says_when_it_does_not_apply(staff: Client, state: str
     html = task_page(staff, task.id)
     assert "1h after completion" in html
     assert (f"(not completed: kept as {state} tasks are)" in html) is said
+
+
+@pytest.mark.parametrize(
+    ("state", "ended_by_it"), [("completed", False), ("retry", False), ("archived", True), ("canceled", True)]
+)
+def test_the_task_list_shows_an_earlier_attempts_error_muted_not_red(
+    staff: Client, state: str, ended_by_it: bool
+) -> None:
+    task = get_broker().enqueue(TaskSpec(type="t", queue="errs"))
+    Task.objects.filter(id=task.id).update(state=state, retried=1, last_error="boom: connection reset")
+    html = tasks_page(staff, queue="errs")
+    assert ('<td class="hide-sm err"><span title="boom: connection reset">' in html) is ended_by_it
+    assert (
+        '<td class="hide-sm muted"><span title="earlier attempt: boom: connection reset">' in html
+    ) is not ended_by_it
