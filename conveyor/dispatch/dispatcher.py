@@ -81,7 +81,15 @@ class QueueDispatcher:
         if slot is not None:
             slot.credit += n
             if not self._drained:
-                self.kick()
+                # A worker with tasks waiting in its prefetch window is
+                # topped up in larger batches (Gateway.wants_refill); what
+                # waits is leased with the next lease of any gateway. While a
+                # lease runs, its credit still counts in the slot: the lease
+                # loop judges after distributing it.
+                if self._leasing and gateway.prefetch:
+                    return
+                if gateway.wants_refill(self.queue, slot.credit):
+                    self.kick()
             elif not self._offering:
                 # One offer for the credit freed meanwhile: at once when none
                 # is open, else after a moment (producers still have one to
@@ -89,6 +97,9 @@ class QueueDispatcher:
                 # of freed credit, not one per task).
                 self._offering = True
                 self.node.loop.call_later(OFFER_GATHER if self._lent() else 0.0, self._offer)
+
+    def _refill_wanted(self) -> bool:
+        return any(s.gateway.wants_refill(self.queue, s.credit) for s in self.slots.values())
 
     def free_credit(self) -> int:
         return sum(s.credit for s in self.slots.values() if s.credit > 0)
@@ -151,7 +162,8 @@ class QueueDispatcher:
         try:
             while True:
                 self._wanted = False
-                n = min(self.free_credit(), conveyor_settings.LEASE_BATCH_MAX)
+                free = self.free_credit()
+                n = min(free, conveyor_settings.LEASE_BATCH_MAX)
                 if n <= 0 or self.node.stopping:
                     break
                 batch = await self.node.lease(self.queue, n)
@@ -165,6 +177,8 @@ class QueueDispatcher:
                     self._drained = batch.throttled != "concurrency"
                     self._offerable = batch.throttled is None  # not paused, not rate-limited
                     break
+                if not self._wanted and n == free and not self._refill_wanted():
+                    break  # the credit freed meanwhile waits for its refill (refund)
         except Exception:
             logger.exception("lease on queue %s failed; retrying in %.0fs", self.queue, ERROR_BACKOFF)
             self._drained = False

@@ -111,6 +111,7 @@ class Gateway:
         self.labels: dict[str, Any] = dict(labels or {})
         # Who runs what this gateway holds, as its attempts name it (fixed for its life).
         self.runner = Runner(key, self.labels, node.id)
+        self._refill: dict[str, tuple[int, int]] = {}  # queue -> (its share of the concurrency, refill batch)
 
     # -- registration ------------------------------------------------------------
 
@@ -136,6 +137,37 @@ class Gateway:
             dispatcher = self.node.dispatchers.get(queue)
             if dispatcher is not None:
                 dispatcher.remove_gateway(self)
+
+    # -- refill ----------------------------------------------------------------------
+
+    def wants_refill(self, queue: str, credit: int) -> bool:
+        """Whether *credit* free slots of *queue* are worth a lease now.
+
+        Without a prefetch window, always. With one: when the worker holds no
+        more of the queue than its share of the concurrency (a slot of it may
+        be idle: lease at once), or when the free credit has reached half the
+        queue's share of the window. In between, tasks are still waiting in
+        the worker's window, and the credit coming back one result at a time
+        is gathered into one larger lease instead of one lease per result.
+        """
+        if credit <= 0:
+            return False
+        if not self.prefetch:
+            return True
+        rule = self._refill.get(queue)
+        if rule is None:
+            run = split_capacity(self.concurrency, self.queues).get(queue, 1)
+            total = split_capacity(self.concurrency + self.prefetch, self.queues).get(queue, run)
+            rule = self._refill[queue] = (run, max(1, (total - run) // 2))
+        run, batch = rule
+        return credit >= batch or self.held(queue) <= run
+
+    def held(self, queue: str) -> int:
+        """Deliveries of *queue* in flight here, running or waiting in the window (a batch counts one)."""
+        if len(self.queues) == 1 and not self.groups:
+            return len(self.inflight)
+        singles = sum(1 for r in self.inflight.values() if r.queue == queue and r.group_lease is None)
+        return singles + sum(1 for g in self.groups.values() if g.queue == queue)
 
     # -- delivery --------------------------------------------------------------------
 
