@@ -12,15 +12,39 @@ from conveyor.models import CronEntry, Task, TaskAttempt, WebhookRegistration
 from conveyor.sealing import encryption_of
 from conveyor.states import State
 
+# The last datetime rendered and its text. A task's timestamps, and a whole
+# batch's, are mostly one object (the enqueue's "now"): rendering it once
+# saves most isoformat calls of a batch answer. The tuple is replaced, never
+# changed, so a thread reads a matching pair; holding the datetime keeps its
+# identity from being reused.
+_last_ts: tuple[datetime | None, str | None] = (None, None)
+
+_json_decoder = json.JSONDecoder()
+
 
 def ts(value: datetime | None) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value is not None else None
+    global _last_ts
+    if value is None:
+        return None
+    last = _last_ts
+    if last[0] is value:
+        return last[1]
+    text = value.isoformat().replace("+00:00", "Z")
+    _last_ts = (value, text)
+    return text
 
 
 def decoded(body: bytes | memoryview | None, content_type: str) -> Any:
     """The JSON value of a JSON body, or None when it is not JSON."""
     if body is None or "json" not in (content_type or ""):
         return None
+    try:
+        # UTF-8 (what the API stores for a json payload) straight to the
+        # decoder; what it refuses goes to json.loads, which also reads a
+        # BOM, UTF-16 and UTF-32.
+        return _json_decoder.decode(bytes(body).decode())
+    except ValueError:  # UnicodeDecodeError included
+        pass
     try:
         return json.loads(bytes(body))
     except (ValueError, UnicodeDecodeError):
