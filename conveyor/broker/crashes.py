@@ -20,8 +20,9 @@ crash after a task's first charges it, so a task that kills every worker it
 meets reaches its ``max_retry`` like any failing task.
 
 Tasks a worker held in its prefetch window but had not started (it said
-which it started, docs/protocol.md §6.6) took no part in the crash: they
-go back to ``pending``, nothing spent, and are not counted.
+which it started, or the node counted them started at delivery,
+docs/protocol.md §6.6) took no part in the crash: they go back to
+``pending``, nothing spent, and are not counted.
 """
 
 from __future__ import annotations

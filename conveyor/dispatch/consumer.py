@@ -54,14 +54,20 @@ class WebSocketGateway(Gateway):
         self.sdk_version = hello["sdk_version"]
 
     def push_tasks(self, queue: str, tasks: list[Task]) -> None:
-        self.consumer.queue_frames([f.dispatch_frame(t, queue) for t in tasks])
+        self.consumer.queue_frames([f.dispatch_frame(t, queue, self._marked(t.id)) for t in tasks])
         for t in tasks:
             t.payload = b""  # sent; keep memory flat while it runs
 
     def push_group(self, queue: str, group: str, tasks: list[Task]) -> None:
-        self.consumer.queue_frames([f.batch_dispatch_frame(queue, group, tasks)])
+        self.consumer.queue_frames([f.batch_dispatch_frame(queue, group, tasks, self._marked(tasks[0].id))])
         for t in tasks:
             t.payload = b""
+
+    def _marked(self, task_id: str) -> bool:
+        """Whether a dispatch says it was started at delivery: only on a
+        session with a window (without one, every dispatch is started)."""
+        record = self.inflight.get(task_id)
+        return bool(self.prefetch) and record is not None and record.started
 
     def flush(self) -> None:
         self.consumer.flush()

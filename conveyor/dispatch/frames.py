@@ -176,12 +176,16 @@ def task_body(task: Task) -> dict[str, Any]:
     }
 
 
-def dispatch_frame(task: Task, queue: str) -> dict[str, Any]:
-    return {"type": p.DISPATCH, "lease_id": task.lease_id, "queue": queue, **task_body(task)}
+def dispatch_frame(task: Task, queue: str, started: bool = False) -> dict[str, Any]:
+    """A ``dispatch``; *started*: the worker runs it at once, without a `started` frame (§6.6)."""
+    frame = {"type": p.DISPATCH, "lease_id": task.lease_id, "queue": queue, **task_body(task)}
+    if started:
+        frame["started"] = True
+    return frame
 
 
-def batch_dispatch_frame(queue: str, group: str, tasks: list[Task]) -> dict[str, Any]:
-    return {
+def batch_dispatch_frame(queue: str, group: str, tasks: list[Task], started: bool = False) -> dict[str, Any]:
+    frame = {
         "type": p.BATCH_DISPATCH,
         "lease_id": tasks[0].lease_id,
         "queue": queue,
@@ -189,6 +193,9 @@ def batch_dispatch_frame(queue: str, group: str, tasks: list[Task]) -> dict[str,
         "task_type": tasks[0].type,
         "tasks": [task_body(t) for t in tasks],
     }
+    if started:
+        frame["started"] = True
+    return frame
 
 
 def error_frame(code: str, message: str) -> dict[str, Any]:

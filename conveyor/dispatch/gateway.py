@@ -69,7 +69,9 @@ class Inflight:
     group_lease: str | None = None  # set for members of a batch delivery
     since: float = field(default_factory=time.monotonic)
     # False while it waits in the worker's prefetch window (the worker says
-    # when it starts it); a session without a window runs all it holds.
+    # when it starts it); a session without a window runs all it holds, and
+    # one with a window runs a delivery at once when it has a free slot
+    # (``Gateway.runs_at_once``).
     started: bool = True
 
 
@@ -162,12 +164,26 @@ class Gateway:
         run, batch = rule
         return credit >= batch or self.held(queue) <= run
 
-    def held(self, queue: str) -> int:
-        """Deliveries of *queue* in flight here, running or waiting in the window (a batch counts one)."""
-        if len(self.queues) == 1 and not self.groups:
+    def held(self, queue: str | None = None) -> int:
+        """Deliveries of *queue* (None: of every queue) in flight here, running
+        or waiting in the window (a batch counts one)."""
+        if not self.groups and (queue is None or len(self.queues) == 1):
             return len(self.inflight)
-        singles = sum(1 for r in self.inflight.values() if r.queue == queue and r.group_lease is None)
-        return singles + sum(1 for g in self.groups.values() if g.queue == queue)
+        singles = sum(1 for r in self.inflight.values() if r.group_lease is None and queue in (None, r.queue))
+        return singles + sum(1 for g in self.groups.values() if queue in (None, g.queue))
+
+    def runs_at_once(self) -> bool:
+        """Whether the worker starts the next delivery the moment it reads it.
+
+        Without a window it runs all it holds. With one: when the session's
+        deliveries, the next one included, fit in its concurrency. The worker
+        holds no more deliveries than this node holds for it (one is dropped
+        here only when its result arrives, or with a `cancel` sent ahead of
+        any later dispatch), so it then has a free slot for this one and for
+        any still waiting in its window, and need not say `started` for it
+        (docs/protocol.md §6.6).
+        """
+        return not self.prefetch or self.held() < self.concurrency
 
     # -- delivery --------------------------------------------------------------------
 
@@ -175,7 +191,7 @@ class Gateway:
         """Take ownership of leased tasks and push them to the worker."""
         for task in tasks:
             self._supersede(task.id)
-            self.inflight[task.id] = Inflight(task, queue, started=not self.prefetch)
+            self.inflight[task.id] = Inflight(task, queue, started=self.runs_at_once())
             self.node.leases[task.id] = self
         openable = self._openable(tasks)
         if openable:
@@ -189,7 +205,9 @@ class Gateway:
         lease_id = tasks[0].lease_id or ""
         for task in tasks:
             self._supersede(task.id)
-            self.inflight[task.id] = Inflight(task, queue, group_lease=lease_id, started=not self.prefetch)
+        started = self.runs_at_once()  # the whole batch is one delivery
+        for task in tasks:
+            self.inflight[task.id] = Inflight(task, queue, group_lease=lease_id, started=started)
             self.node.leases[task.id] = self
         self.groups[lease_id] = GroupInflight(lease_id, queue, tasks[0].type, {t.id for t in tasks})
         tasks = self._openable(tasks)
@@ -339,7 +357,8 @@ class Gateway:
             self.lose(task_id, "lease lost")
 
     def mark_started(self, task_ids: list[str]) -> None:
-        """The worker started these (out of its prefetch window): a crash now involves them."""
+        """The worker started these (out of its prefetch window): a crash now
+        involves them (those started at delivery already did)."""
         for task_id in task_ids:
             record = self.inflight.get(task_id)
             if record is not None:
@@ -390,8 +409,10 @@ class Gateway:
 
     async def crashed(self) -> None:
         """Abrupt end (the worker's connection dropped): crash attribution
-        decides what each started task is charged (conveyor/broker/crashes.py);
-        those still waiting in the prefetch window go back, nothing spent."""
+        decides what each started task is charged (conveyor/broker/crashes.py),
+        whether the worker said so or it was started at delivery
+        (``runs_at_once``); those still waiting in the prefetch window go back,
+        nothing spent."""
         idle = {tid for tid, record in self.inflight.items() if not record.started}
         refs = self._take_all()
         if refs:

@@ -305,7 +305,7 @@ class AsyncWorker:
     def _on_frame(self, frame: dict[str, Any]) -> None:
         kind = frame.get("type")
         if kind == p.DISPATCH:
-            self._start([Task(frame, frame["queue"], frame["lease_id"], self)], None)
+            self._start([Task(frame, frame["queue"], frame["lease_id"], self)], None, frame.get("started") is True)
         elif kind == p.BATCH_DISPATCH:
             tasks = [
                 Task(
@@ -316,7 +316,7 @@ class AsyncWorker:
                 )
                 for t in frame["tasks"]
             ]
-            self._start(tasks, frame["lease_id"])
+            self._start(tasks, frame["lease_id"], frame.get("started") is True)
         elif kind == p.CANCEL:
             self._cancel(frame.get("task_id", ""), frame.get("reason") or "canceled", frame.get("lease_id"))
         elif kind == p.ERROR:
@@ -324,7 +324,9 @@ class AsyncWorker:
 
     # -- executing -----------------------------------------------------------------------
 
-    def _start(self, tasks: list[Task], batch_lease: str | None) -> None:
+    def _start(self, tasks: list[Task], batch_lease: str | None, marked: bool = False) -> None:
+        """Take a delivery: run it, or hold it in the window. *marked*: the
+        server counted it started at delivery (docs/protocol.md §6.6)."""
         for task in tasks:
             task._open(self.encryptor)
         running = Running(tasks, batch_lease)
@@ -340,6 +342,15 @@ class AsyncWorker:
             return
         if not self._window:
             self._launch(running)  # no window: the server sends only what may run
+            return
+        if marked:
+            # Sent when the session's deliveries, this one included, fit in
+            # our concurrency: a slot is free, with no `started` to write.
+            # What waits here then fits too (it arrived in this turn, before
+            # the pump): started first, oldest first.
+            if self._waiting:
+                self._flush()
+            self._launch(running)
             return
         self._waiting.append(running)
         self._pump_soon()

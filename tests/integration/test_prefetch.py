@@ -57,7 +57,8 @@ def test_a_prefetch_window_is_granted_and_bounded(node, queue):
 
 
 # A worker that holds concurrency + prefetch tasks, says it started the
-# first STARTED of them, prints "ready" and waits to be killed.
+# first STARTED of them, prints "ready" with the ids it holds and "marked"
+# with those the node marked started at delivery, and waits to be killed.
 CRASHING_WORKER = """
 import asyncio, json, sys, websockets
 url, queue, concurrency, prefetch, started = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
@@ -65,13 +66,16 @@ async def main():
     async with websockets.connect(url) as ws:
         await ws.send(json.dumps({"type": "hello", "queues": {queue: 1}, "concurrency": concurrency,
                                   "prefetch": prefetch}))
-        held = []
+        held, marked = [], []
         while len(held) < concurrency + prefetch:
             data = json.loads(await asyncio.wait_for(ws.recv(), 20))  # else: no "ready", the test fails
-            held += [f["task_id"] for f in (data if isinstance(data, list) else [data]) if f["type"] == "dispatch"]
+            frames = [f for f in (data if isinstance(data, list) else [data]) if f["type"] == "dispatch"]
+            held += [f["task_id"] for f in frames]
+            marked += [f["task_id"] for f in frames if f.get("started")]
         if started:
             await ws.send(json.dumps({"type": "started", "task_ids": held[:started]}))
         print("ready " + " ".join(held), flush=True)
+        print("marked " + " ".join(marked), flush=True)
         await asyncio.sleep(600)
 asyncio.run(main())
 """
@@ -79,10 +83,14 @@ asyncio.run(main())
 
 @pytest.mark.parametrize(
     ("concurrency", "prefetch", "started"),
-    [(1, 2, 1), (2, 1, 2), (1, 2, 0)],
-    ids=["one-started-two-waiting", "two-started-one-waiting", "none-started"],
+    [(1, 2, 0), (2, 1, 0), (1, 2, 1), (1, 2, 2)],
+    ids=["one-marked-two-waiting", "two-marked-one-waiting", "one-marked-also-told", "one-marked-one-told-one-waiting"],
 )
 def test_a_crash_settles_only_started_tasks_and_releases_the_waiting_ones(node, queue, concurrency, prefetch, started):
+    """The first *concurrency* dispatches are marked started at delivery
+    (docs/protocol.md §6.6), the others are started by the worker's `started`
+    frame (which changes nothing for a marked one): a crash settles those
+    as started and releases the rest, which were only waiting."""
     ids = [node.enqueue(queue=queue, max_retry=3)["id"] for _ in range(concurrency + prefetch)]
     url = node.url.replace("http://", "ws://") + p.WORKER_PATH
     argv = [sys.executable, "-c", CRASHING_WORKER, url, queue, str(concurrency), str(prefetch), str(started)]
@@ -91,7 +99,9 @@ def test_a_crash_settles_only_started_tasks_and_releases_the_waiting_ones(node, 
         line = proc.stdout.readline()  # type: ignore[union-attr]
         assert line.startswith("ready"), line
         held = line.split()[1:]
+        marked = proc.stdout.readline().split()[1:]  # type: ignore[union-attr]
         assert sorted(held) == sorted(ids)
+        assert marked == held[:concurrency]
         # (The node reads its `started` frame before it sees the connection drop.)
         wait_for(lambda: all(node.task(t)["state"] == "active" for t in ids), what="all leased")
     finally:
@@ -103,13 +113,13 @@ def test_a_crash_settles_only_started_tasks_and_releases_the_waiting_ones(node, 
         return tasks if all(t["state"] != "active" for t in tasks) else None
 
     settled = wait_for(after_crash, what="the crash settled")
-    ran, waited = settled[:started], settled[started:]
+    ran, waited = settled[: max(concurrency, started)], settled[max(concurrency, started) :]
 
     for task in waited:  # only prefetched: back at once, nothing spent, no suspect
         assert (task["state"], task["retried"], task["suspect"]) == ("pending", 0, False), task
-    if started == 1:  # alone in the crash: charged
+    if len(ran) == 1:  # alone in the crash: charged
         assert (ran[0]["state"], ran[0]["retried"], ran[0]["suspect"]) == ("retry", 1, True), ran[0]
-    for task in ran if started > 1 else []:  # several: suspects, not charged
+    for task in ran if len(ran) > 1 else []:  # several: suspects, not charged
         assert (task["state"], task["retried"], task["suspect"]) == ("retry", 0, True), task
 
 

@@ -92,3 +92,45 @@ def test_deliveries_and_results_of_one_loop_turn_leave_in_one_message() -> None:
         ("result", "T1"),
     ], finished
     assert [f for f in first if f["type"] == "started"] == [{"type": "started", "task_ids": ["T2", "T3"]}], finished
+
+
+def test_a_marked_dispatch_starts_after_those_that_arrived_before_it_and_without_a_started_frame() -> None:
+    """A dispatch marked started (docs/protocol.md §6.6) that arrives behind
+    a waiting one in the same message: the waiting one starts first, under
+    a `started` frame that does not name the marked one."""
+
+    async def scenario() -> tuple[list[str], list[list[dict[str, Any]]]]:
+        order: list[str] = []
+        messages: list[list[dict[str, Any]]] = []
+
+        async def script(ws: ServerConnection) -> None:
+            await ws.recv()  # hello
+            welcome = {"type": "welcome", "session_id": "S1", "heartbeat_interval": 60, "prefetch": 2}
+            await ws.send(json.dumps(welcome))
+            await ws.send(json.dumps([dispatch(0), {**dispatch(1), "started": True}]))
+            async for message in ws:
+                messages.append([f for f in frames_of(message) if f.get("type") != "heartbeat"])
+
+        async with serve(script, "127.0.0.1", 0) as server:
+            port = server.sockets[0].getsockname()[1]
+            worker = AsyncWorker(f"http://127.0.0.1:{port}", concurrency=2, prefetch=2, drain_timeout=1)
+
+            @worker.task("wait")
+            async def wait(task: Any) -> None:
+                order.append(task.id)
+
+            running = asyncio.create_task(worker.run())
+            try:
+                async with asyncio.timeout(10):
+                    while worker.completed < 2:
+                        await asyncio.sleep(0.01)
+            finally:
+                await worker.stop()
+                await asyncio.wait({running}, timeout=10)
+        return order, messages
+
+    order, messages = asyncio.run(scenario())
+
+    assert order == ["T0", "T1"]
+    started = [f for m in messages for f in m if f["type"] == "started"]
+    assert started == [{"type": "started", "task_ids": ["T0"]}], messages
