@@ -217,6 +217,7 @@ def main() -> None:
             ("bulk, client library", "bulk_per_s", "{:,.0f}"),
             ("one by one over HTTP, SDK Client", "sdk_one_per_s", "{:,.0f}"),
             ("bulk over HTTP, SDK Client", "sdk_bulk_per_s", "{:,.0f}"),
+            ("bulk over HTTP, minimal answer", "sdk_bulk_minimal_per_s", "{:,.0f}"),
         ],
         enqueue_cols,
         width=36,

@@ -13,6 +13,7 @@ unchanged.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -56,10 +57,10 @@ def rest_answer(result: ItemResult) -> tuple[int, dict[str, Any]]:
     return (201 if result.created else 200), render.task(result.task)  # type: ignore[arg-type]
 
 
-def enqueue_batch(data: Any) -> tuple[int, dict[str, Any]]:
+def enqueue_batch(data: Any, minimal: bool = False) -> tuple[int, dict[str, Any]]:
     from conveyor.api.tasks import enqueue_batch
 
-    return 200, enqueue_batch(data)
+    return 200, enqueue_batch(data, minimal)
 
 
 HANDLERS = {REST: enqueue_rest, BATCH: enqueue_batch}
@@ -81,6 +82,7 @@ class EnqueueFastPath:
             _, payload = _error(kind, InvalidArgument("", "request body too large"))
             await _respond(send, 413, payload)
             return
+        minimal = kind == BATCH and render.wants_minimal(_header(scope, b"prefer"))
         token = _token(scope) if auth_required() else None
         if auth_required() and token is None:
             status, payload = _unauthenticated(kind)
@@ -103,7 +105,7 @@ class EnqueueFastPath:
                     require_queues(token, body_queues(data, many=kind == BATCH), "enqueue into")
                     names = body_names(data, many=kind == BATCH)
                     await sync_to_async(screen_enqueue, thread_sensitive=False)(token, names, many=kind == BATCH)
-                status, payload = await _run(kind, data, len(body))
+                status, payload = await _run(kind, data, len(body), minimal)
             except Exception as exc:
                 error = database_unavailable(exc) or exc
                 if not isinstance(error, ConveyorError):
@@ -112,7 +114,7 @@ class EnqueueFastPath:
                 extra = [(k.lower().encode(), v.encode()) for k, v in retry_headers(error).items()]
                 await _respond(send, status, payload, extra)
                 return
-        await _respond(send, status, payload)
+        await _respond(send, status, payload, [(b"preference-applied", render.MINIMAL.encode())] if minimal else None)
 
     def _route(self, scope: dict[str, Any]) -> str | None:
         if scope.get("type") != "http" or scope.get("method") != "POST":
@@ -131,10 +133,10 @@ class EnqueueFastPath:
         return kind
 
 
-async def _run(kind: str, data: Any, size: int) -> tuple[int, dict[str, Any]]:
+async def _run(kind: str, data: Any, size: int, minimal: bool = False) -> tuple[int, dict[str, Any]]:
     from conveyor.dispatch.node import current_node
 
-    fn = HANDLERS[kind]
+    fn = functools.partial(enqueue_batch, minimal=True) if minimal else HANDLERS[kind]
     node = current_node()
     if node is None:
         return await sync_to_async(fn, thread_sensitive=False)(data)
@@ -150,6 +152,13 @@ async def _run(kind: str, data: Any, size: int) -> tuple[int, dict[str, Any]]:
             result = await node.db.run(get_broker().enqueue_one, spec)
         return rest_answer(result)
     return await node.db.run(fn, data)
+
+
+def _header(scope: dict[str, Any], name: bytes) -> str | None:
+    for key, value in scope.get("headers") or []:
+        if key == name:
+            return value.decode("latin1")
+    return None
 
 
 def _token(scope: dict[str, Any]) -> ApiToken | None:

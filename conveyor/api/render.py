@@ -21,6 +21,17 @@ _last_ts: tuple[datetime | None, str | None] = (None, None)
 
 _json_decoder = json.JSONDecoder()
 
+# A request's `Prefer: return=minimal` (RFC 7240): a batch's stored items
+# answer their id and state instead of the whole task.
+MINIMAL = "return=minimal"
+
+
+def wants_minimal(prefer: str | None) -> bool:
+    """Whether a ``Prefer`` header asks for ``return=minimal`` (among other preferences, any case)."""
+    if not prefer:
+        return False
+    return any(p.split(";")[0].replace(" ", "").lower() == MINIMAL for p in prefer.split(","))
+
 
 def ts(value: datetime | None) -> str | None:
     global _last_ts

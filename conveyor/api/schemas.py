@@ -208,7 +208,9 @@ class TaskListResponse(s.Serializer):
 class BatchItem(s.Serializer):
     index = s.IntegerField()
     created = s.BooleanField(required=False, help_text="false: the id existed; the stored task is returned")
-    task = Task(required=False)
+    task = Task(required=False, help_text="absent with `Prefer: return=minimal`")
+    id = s.CharField(required=False, help_text="with `Prefer: return=minimal`: the stored task's id")
+    state = s.CharField(required=False, help_text="with `Prefer: return=minimal`: the state it was stored in")
     error = Error(required=False)
 
 

@@ -108,22 +108,46 @@ class EnqueueBatchView(ApiView):
     producer = True
 
     @extend_schema(
-        operation_id="enqueue_batch", request=schemas.TaskList, responses={200: schemas.BatchResults}, tags=["tasks"]
+        operation_id="enqueue_batch",
+        request=schemas.TaskList,
+        responses={200: schemas.BatchResults},
+        tags=["tasks"],
+        parameters=[
+            OpenApiParameter(
+                "Prefer",
+                str,
+                OpenApiParameter.HEADER,
+                enum=[render.MINIMAL],
+                description="`return=minimal`: each stored item answers `id` and `state` instead of the whole "
+                "`task` (a smaller answer, for producers that keep only the ids)",
+            )
+        ],
     )
     def post(self, request: Request) -> Response:
         """Enqueue up to 1000 tasks; each item succeeds or fails on its own (`index` names it)."""
-        return Response(enqueue_batch(request.data))
+        minimal = render.wants_minimal(request.headers.get("Prefer"))
+        headers = {"Preference-Applied": render.MINIMAL} if minimal else None
+        return Response(enqueue_batch(request.data, minimal), headers=headers)
 
 
-def enqueue_batch(data: Any) -> dict[str, Any]:
-    """The batch endpoint's work and answer (the view and the node's fast path share it)."""
+def enqueue_batch(data: Any, minimal: bool = False) -> dict[str, Any]:
+    """The batch endpoint's work and answer (the view and the node's fast path
+    share it); *minimal*: a stored item answers its ``id`` and ``state`` only."""
     results = enqueue_each(
         task_items(data),
         parse.parse_task,
         error_body,
-        lambda result: {"created": result.created, "task": render.task(result.task)},
+        minimal_item if minimal else full_item,
     )
     return {"results": results}
+
+
+def full_item(result: Any) -> dict[str, Any]:
+    return {"created": result.created, "task": render.task(result.task)}
+
+
+def minimal_item(result: Any) -> dict[str, Any]:
+    return {"created": result.created, "id": result.task.id, "state": str(result.task.state)}
 
 
 def enqueue_each(

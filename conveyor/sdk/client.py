@@ -81,12 +81,19 @@ class TaskInfo:
 
 @dataclass
 class BatchItem:
-    """One item of ``enqueue_batch``: the task, or the error that refused it."""
+    """One item of ``enqueue_batch``: the task, or the error that refused it.
+
+    ``id`` and ``state`` are the stored task's (``None`` for a refused item);
+    with ``enqueue_batch(..., minimal=True)`` they are all there is of it
+    (``task`` is ``None``).
+    """
 
     index: int
     task: TaskInfo | None
     error: APIError | None
     created: bool = False
+    id: str | None = None
+    state: str | None = None
 
 
 def _time(value: str | None) -> datetime | None:
@@ -223,7 +230,8 @@ def _batch_items(body: dict[str, Any]) -> list[BatchItem]:
             api_error(ERROR_STATUS.get(item["error"].get("error"), 400), item["error"]) if item.get("error") else None
         )
         task = TaskInfo.from_json(item["task"]) if item.get("task") else None
-        items.append(BatchItem(item["index"], task, error, bool(item.get("created"))))
+        task_id, state = (task.id, task.state) if task is not None else (item.get("id"), item.get("state"))
+        items.append(BatchItem(item["index"], task, error, bool(item.get("created")), task_id, state))
     return items
 
 
@@ -286,6 +294,7 @@ class Connections:
         self._url = f"{url.scheme}://{host}{prefix}"  # named in errors: the base URL without its credentials
         self._headers = {**headers, "Accept": "application/json", **_basic_auth(url, "basic_auth")}
         self._json_headers = {**self._headers, "Content-Type": "application/json"}
+        self._minimal_headers = {**self._json_headers, "Prefer": "return=minimal"}
         if not isinstance(timeout, urllib3.Timeout):
             timeout = urllib3.Timeout(connect=timeout, read=timeout)  # connect's also bounds each write
         options: dict[str, Any] = {"maxsize": KEEP_IDLE, "timeout": timeout, "retries": urllib3.Retry(False)}
@@ -300,11 +309,12 @@ class Connections:
             self._prefix = self._url
         self._closed = False
 
-    def request(self, method: str, target: str, body: bytes | None = None) -> tuple[int, bytes]:
-        """Send one request (*target*: a path with its query, encoded); return the status and the whole body."""
+    def request(self, method: str, target: str, body: bytes | None = None, minimal: bool = False) -> tuple[int, bytes]:
+        """Send one request (*target*: a path with its query, encoded; *minimal*:
+        with ``Prefer: return=minimal``); return the status and the whole body."""
         if self._closed:
             raise RuntimeError("the client is closed")
-        headers = self._headers if body is None else self._json_headers
+        headers = self._headers if body is None else self._minimal_headers if minimal else self._json_headers
         try:
             response = self._pool.urlopen(method, self._prefix + target, body=body, headers=headers, redirect=False)
         except urllib3.exceptions.HTTPError as exc:
@@ -343,10 +353,14 @@ class Client:
         body = _sealed(task_request(type, payload, **options), self.encryptor)
         return TaskInfo.from_json(self.request("POST", "/api/v1/tasks", json=body))
 
-    def enqueue_batch(self, tasks: Iterable[dict[str, Any]]) -> list[BatchItem]:
-        """Each item is a ``task_request(...)`` dict; items succeed or fail alone."""
-        body = {"tasks": _sealed_all(tasks, self.encryptor)}
-        return _batch_items(self.request("POST", "/api/v1/tasks/batch", json=body))
+    def enqueue_batch(self, tasks: Iterable[dict[str, Any]], *, minimal: bool = False) -> list[BatchItem]:
+        """Each item is a ``task_request(...)`` dict; items succeed or fail alone.
+
+        *minimal*: the server answers each stored task's id and state only
+        (``Prefer: return=minimal``), a tenth of the bytes to read.
+        """
+        body = _json({"tasks": _sealed_all(tasks, self.encryptor)})
+        return _batch_items(_check(*self._connections.request("POST", "/api/v1/tasks/batch", body, minimal)))
 
     def enqueue_tx(self, tasks: Iterable[dict[str, Any]]) -> list[TaskInfo]:
         """All or nothing."""
@@ -394,8 +408,8 @@ class AsyncClient:
     async def enqueue(self, type: str, payload: Payload = None, **options: Any) -> TaskInfo:
         return await asyncio.to_thread(self._client.enqueue, type, payload, **options)
 
-    async def enqueue_batch(self, tasks: Iterable[dict[str, Any]]) -> list[BatchItem]:
-        return await asyncio.to_thread(self._client.enqueue_batch, list(tasks))
+    async def enqueue_batch(self, tasks: Iterable[dict[str, Any]], *, minimal: bool = False) -> list[BatchItem]:
+        return await asyncio.to_thread(self._client.enqueue_batch, list(tasks), minimal=minimal)
 
     async def enqueue_tx(self, tasks: Iterable[dict[str, Any]]) -> list[TaskInfo]:
         return await asyncio.to_thread(self._client.enqueue_tx, list(tasks))

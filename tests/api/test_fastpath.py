@@ -160,3 +160,46 @@ def test_fast_path_enqueues_in_read_only_mode():
         status, body, _ = via_fast_path("/api/v1/tasks", b'{"type": "x"}', {})
     assert status == 201
     assert Task.objects.filter(id=body["id"]).exists()
+
+
+MINIMAL_BATCH = {"tasks": [{"type": "a", "queue": "q"}, {"type": ""}, {"type": "b", "unique_key": "held"}, {"id": "fixed-id", "type": "x"}]}  # fmt: skip
+
+
+@pytest.mark.parametrize("way", [via_fast_path, via_django], ids=["fast-path", "view"])
+def test_a_batch_with_prefer_return_minimal_answers_each_stored_tasks_id_and_state(broker, way):
+    Task.objects.all().delete()
+    enqueue(broker, unique_key="held")
+    enqueue(broker, id="fixed-id", type="stored")
+    status, body, headers = way("/api/v1/tasks/batch", raw(MINIMAL_BATCH), {"Prefer": "respond-async, return=minimal"})
+    assert status == 200
+    assert headers["Preference-Applied"] == "return=minimal"
+    stored, refused, duplicate, known = body["results"]
+    assert set(stored) == {"index", "created", "id", "state"}
+    assert (stored["index"], stored["created"], stored["state"]) == (0, True, "pending")
+    assert Task.objects.get(id=stored["id"]).type == "a"
+    assert (refused["index"], refused["error"]["field"]) == (1, "type")  # errors as without the preference
+    assert duplicate["error"]["error"] == "already_exists"
+    assert (known["created"], known["id"], known["state"]) == (False, "fixed-id", "pending")
+
+
+@pytest.mark.parametrize("way", [via_fast_path, via_django], ids=["fast-path", "view"])
+@pytest.mark.parametrize("prefer", [None, "return=representation", "minimal"])
+def test_a_batch_without_the_minimal_preference_answers_whole_tasks(broker, way, prefer):
+    status, body, headers = way(
+        "/api/v1/tasks/batch", raw({"tasks": [{"type": "a"}]}), {"Prefer": prefer} if prefer else {}
+    )
+    assert status == 200
+    assert "Preference-Applied" not in headers
+    assert body["results"][0]["task"]["type"] == "a"
+    assert "id" not in body["results"][0]
+
+
+@pytest.mark.parametrize(
+    ("prefer", "minimal"),
+    [("return=minimal", True), ("RETURN = Minimal", True), ("wait=5, return=minimal; x=y", True),
+     ("return=representation", False), ("return=minimalist", False), ("", False), (None, False)],
+)  # fmt: skip
+def test_the_prefer_header_is_read_as_rfc_7240_writes_it(prefer, minimal):
+    from conveyor.api.render import wants_minimal
+
+    assert wants_minimal(prefer) is minimal

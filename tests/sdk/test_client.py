@@ -74,6 +74,30 @@ def test_batch_items_succeed_or_fail_alone(client) -> None:
     assert items[2].created and client.get_task(items[2].task.id).json == "x"
 
 
+def test_a_minimal_batch_answers_ids_and_states_only(client) -> None:
+    known = client.enqueue("k", {}, id="minimal-known")
+    items = client.enqueue_batch(
+        [task_request("a", {"i": 1}), task_request("b", {}, priority=42), task_request("c", {}, id=known.id)],
+        minimal=True,
+    )
+    assert [(i.index, i.task, i.created, i.state) for i in items] == [
+        (0, None, True, "pending"), (1, None, False, None), (2, None, False, "pending")]  # fmt: skip
+    assert client.get_task(items[0].id).json == {"i": 1}
+    assert items[1].error is not None and items[1].error.field == "priority" and items[1].id is None
+    assert items[2].id == known.id
+    full = client.enqueue_batch([task_request("d", {})])
+    assert full[0].task is not None and (full[0].id, full[0].state) == (full[0].task.id, "pending")
+
+
+def test_async_client_passes_minimal_on(node) -> None:
+    async def run() -> list:
+        async with AsyncClient(node.url) as client:
+            return await client.enqueue_batch([task_request("a", {})], minimal=True)
+
+    (item,) = asyncio.run(run())
+    assert item.task is None and item.created and item.id
+
+
 def test_a_transaction_is_all_or_nothing(client) -> None:
     stored = client.enqueue_tx([task_request("a", {}, id="tx-1"), task_request("b", {}, id="tx-2")])
     assert [t.id for t in stored] == ["tx-1", "tx-2"]
