@@ -43,6 +43,11 @@ ASGIApp = Callable[
 MAX_BODY = 8 * 1024 * 1024
 LOOP_BODY_MAX = 64 * 1024  # larger enqueues are parsed and rendered in a database thread
 
+# The answers' JSON: compact, UTF-8 as it is. One encoder made once
+# (``json.dumps`` with options builds one per call); NaN as json.dumps
+# writes it, since a stored JSON payload may hold one.
+_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
 REST, BATCH = "rest", "batch"
 ROUTES = {"/api/v1/tasks": REST, "/api/v1/tasks/batch": BATCH}
 
@@ -201,7 +206,7 @@ async def _read_body(receive: Any) -> bytes | None:
 async def _respond(
     send: Any, status: int, payload: dict[str, Any], extra: list[tuple[bytes, bytes]] | None = None
 ) -> None:
-    body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+    body = _compact(payload).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(extra or [])]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
