@@ -167,11 +167,9 @@ def _header(scope: dict[str, Any], name: bytes) -> str | None:
 
 
 def _token(scope: dict[str, Any]) -> ApiToken | None:
-    for name, value in scope.get("headers") or []:
-        if name == b"authorization":
-            token = bearer_from_header(value.decode("latin1"))
-            return find_token(token) if token else None
-    return None
+    header = _header(scope, b"authorization")
+    token = bearer_from_header(header) if header is not None else None
+    return find_token(token) if token else None
 
 
 def _not_json(name: str) -> Any:

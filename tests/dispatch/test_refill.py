@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from conveyor.sdk import protocol as p
-from tests.e2e.conftest import base_env
+from tests.e2e.conftest import dev_node
 from tests.e2e.support import NodeProcess
 from tests.integration.test_worker_protocol import Raw, run, worker
 
@@ -23,12 +23,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
-    tmp = tmp_path_factory.mktemp("refill")
     # No reaper pass during a test: its wake would lease whatever credit is free.
-    env = {**base_env(), "DATABASE_URL": f"sqlite:///{tmp}/x.sqlite3", "CONVEYOR_REAPER_INTERVAL": "1h"}
-    proc = NodeProcess(env, dev=True, name="refill-node")
-    yield proc
-    proc.stop()
+    yield from dev_node(tmp_path_factory, "refill", CONVEYOR_REAPER_INTERVAL="1h")
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from websockets.asyncio.server import ServerConnection, serve
 
 from conveyor.sdk import AsyncWorker
 from conveyor.sdk import protocol as p
-from tests.e2e.conftest import base_env
+from tests.e2e.conftest import dev_node
 from tests.e2e.support import NodeProcess
 from tests.integration.test_worker_protocol import Raw, run, worker
 
@@ -32,11 +32,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
-    tmp = tmp_path_factory.mktemp("ondelivery")
-    env = {**base_env(), "DATABASE_URL": f"sqlite:///{tmp}/x.sqlite3"}
-    proc = NodeProcess(env, dev=True, name="ondelivery-node")
-    yield proc
-    proc.stop()
+    yield from dev_node(tmp_path_factory, "ondelivery")
 
 
 @pytest.fixture

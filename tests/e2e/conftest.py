@@ -92,6 +92,19 @@ def base_env() -> dict[str, str]:
     return env
 
 
+def dev_node(tmp_path_factory: pytest.TempPathFactory, name: str, **env: str) -> Iterator[NodeProcess]:
+    """A dev node (`conveyord --dev`) on a SQLite file of its own, *env* added;
+    stopped after. For a module's ``node`` fixture: ``yield from dev_node(...)``."""
+    tmp = tmp_path_factory.mktemp(name)
+    proc = NodeProcess(
+        {**base_env(), "DATABASE_URL": f"sqlite:///{tmp}/x.sqlite3", **env}, dev=True, name=f"{name}-node"
+    )
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
 @pytest.fixture(params=["dev", "cluster"])
 def mode(request: pytest.FixtureRequest) -> str:
     return request.param

@@ -17,7 +17,7 @@ import pytest
 
 from conveyor.sdk import Worker
 from conveyor.sdk import protocol as p
-from tests.e2e.conftest import base_env
+from tests.e2e.conftest import base_env, dev_node
 from tests.e2e.support import ROOT, NodeProcess, wait_for
 from tests.integration.test_worker_protocol import run, worker
 
@@ -26,11 +26,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
-    tmp = tmp_path_factory.mktemp("prefetch")
-    env = {**base_env(), "DATABASE_URL": f"sqlite:///{tmp}/x.sqlite3"}
-    proc = NodeProcess(env, dev=True, name="prefetch-node")
-    yield proc
-    proc.stop()
+    yield from dev_node(tmp_path_factory, "prefetch")
 
 
 @pytest.fixture

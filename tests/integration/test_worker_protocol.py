@@ -25,7 +25,7 @@ import websockets
 
 from conveyor import __version__
 from conveyor.sdk import protocol as p
-from tests.e2e.conftest import base_env
+from tests.e2e.conftest import base_env, dev_node
 from tests.e2e.support import ROOT, NodeProcess, wait_for
 
 pytestmark = pytest.mark.slow
@@ -35,11 +35,7 @@ WAIT = 20.0  # seconds for anything the node does on its own
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
-    tmp = tmp_path_factory.mktemp("protocol")
-    env = {**base_env(), "DATABASE_URL": f"sqlite:///{tmp}/x.sqlite3"}
-    proc = NodeProcess(env, dev=True, name="protocol-node")
-    yield proc
-    proc.stop()
+    yield from dev_node(tmp_path_factory, "protocol")
 
 
 @pytest.fixture
