@@ -60,21 +60,31 @@ FATAL_CLOSE_CODES = (CLOSE_UNAUTHENTICATED, CLOSE_FORBIDDEN, CLOSE_VERSION, CLOS
 compact_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
 
+# What json.dumps(..., separators=(",", ":")) gives, from one encoder made
+# once (json.dumps with an option builds one per call, and the SDK and the
+# node encode a message per turn of their loops).
+_frames_json = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def encode_frames(frames: list[dict[str, Any]]) -> str:
     """One WebSocket text message: a single frame object, or an array of several."""
-    payload: Any = frames[0] if len(frames) == 1 else frames
-    return json.dumps(payload, separators=(",", ":"))
+    return _frames_json(frames[0] if len(frames) == 1 else frames)
 
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+# One strict decoder, made once (json.loads with an option builds one per call).
+_strict_json = json.JSONDecoder(parse_constant=_refuse_constant).decode
+
+
 def decode_frames(text: str) -> list[dict[str, Any]]:
     """Parse a message into frames; raise ``ValueError`` when it is malformed."""
     try:
         # Strict JSON: Python's parser would take NaN and Infinity.
-        data = json.loads(text, parse_constant=_refuse_constant)
+        # (json.loads also takes bytes, decoded by their first bytes' encoding.)
+        data = _strict_json(text) if type(text) is str else json.loads(text, parse_constant=_refuse_constant)
     except (TypeError, ValueError, RecursionError) as exc:
         # RecursionError: nesting deeper than the parser's limit.
         reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
