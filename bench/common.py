@@ -107,6 +107,20 @@ def latency_percentiles(samples: list[float], prefix: str = "latency") -> dict[s
     return {f"{prefix}_p{p}_ms": percentile(samples, p) * 1000 for p in (50, 95, 99)}
 
 
+def node_url(proc: subprocess.Popen, log: str, what: str = "node") -> str:
+    """The URL a starting ``conveyord`` (*proc*, writing to the file *log*)
+    says it listens on; exits the benchmark if it fails or takes a minute."""
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        text = Path(log).read_text()
+        if "listening on " in text:
+            return text.split("listening on ", 1)[1].split()[0]
+        if proc.poll() is not None:
+            raise SystemExit(f"{what} failed to start:\n{text}")
+        time.sleep(0.1)
+    raise SystemExit(f"{what} did not start")
+
+
 def take_latency_log(path: str) -> list[list[str]]:
     """The lines bench/worker_proc.py wrote to *path*, split; the file is removed."""
     log = Path(path)

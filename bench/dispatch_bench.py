@@ -44,6 +44,7 @@ from bench.common import (
     cpu_seconds,
     fresh_database,
     latency_percentiles,
+    node_url,
     peak_rss_mb,
     percentile_rows,
     print_table,
@@ -89,19 +90,8 @@ class Node:
         self.shared_layer = backend != "dev"
         self.log = tempfile.NamedTemporaryFile("w+", prefix="conveyor-bench-node-", suffix=".log", delete=False)  # noqa: SIM115 (lives as long as the node)
         self.proc = subprocess.Popen(argv, cwd=checkout, env=env, stdout=self.log, stderr=subprocess.STDOUT, text=True)
-        self.url = self._wait_url()
+        self.url = node_url(self.proc, self.log.name)
         self.http = httpx.Client(base_url=self.url, timeout=60)
-
-    def _wait_url(self) -> str:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            text = Path(self.log.name).read_text()
-            if "listening on " in text:
-                return text.split("listening on ", 1)[1].split()[0]
-            if self.proc.poll() is not None:
-                raise SystemExit("node failed to start:\n" + text)
-            time.sleep(0.1)
-        raise SystemExit("node did not start")
 
     def vacuum(self) -> None:
         if self.shared_layer:  # PostgreSQL (see bench.common.vacuum)

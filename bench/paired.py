@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import PG_ADMIN, REDIS_URL, cpu_seconds, percentile, take_latency_log, vacuum
+from bench.common import PG_ADMIN, REDIS_URL, cpu_seconds, node_url, percentile, take_latency_log, vacuum
 
 AGENT = Path(__file__).resolve().parent / "paired_agent.py"
 
@@ -76,7 +76,7 @@ class Build:
             stderr=subprocess.STDOUT,
         )
         try:
-            self.url = self._wait_url()
+            self.url = node_url(self.node, self.log.name, f"node of {self.tree}")
         except BaseException:
             self.node.kill()
             raise
@@ -96,17 +96,6 @@ class Build:
             stdout=subprocess.PIPE,
             text=True,
         )
-
-    def _wait_url(self) -> str:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            text = Path(self.log.name).read_text()
-            if "listening on " in text:
-                return text.split("listening on ", 1)[1].split()[0]
-            if self.node.poll() is not None:
-                raise SystemExit(f"node of {self.tree} failed to start:\n{text}")
-            time.sleep(0.1)
-        raise SystemExit(f"node of {self.tree} did not start")
 
     def run(self, kind: str, n: int, queue: str, tag: str, rate: float) -> float:
         """Seconds the agent took for *n* enqueues."""
