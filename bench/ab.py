@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import PG_ADMIN, REDIS_URL
+from bench.common import REDIS_URL, fresh_database
 
 # (label, source, key, format); higher is better unless the label says ms or MB.
 ROWS = [
@@ -48,20 +48,6 @@ ROWS = [
 ]
 
 
-def fresh_database(tree: Path, name: str) -> str:
-    import psycopg
-
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {name}")
-    url = PG_ADMIN.rsplit("/", 1)[0] + f"/{name}"
-    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "conveyor_site.settings"}
-    subprocess.run(
-        [str(tree / ".venv/bin/python"), "manage.py", "migrate", "--noinput", "-v0"], cwd=tree, env=env, check=True
-    )
-    return url
-
-
 def _run(argv: list[str], tree: Path, env: dict[str, str]) -> str:
     """Run one bench script of *tree*; its standard output (its error output shown if it fails)."""
     done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True)
@@ -72,7 +58,7 @@ def _run(argv: list[str], tree: Path, env: dict[str, str]) -> str:
 
 def run_build(tree: Path, index: int, round_tasks: int, tasks: int, latency_tasks: int) -> dict[str, float]:
     python = str(tree / ".venv/bin/python")
-    url = fresh_database(tree, f"conveyor_ab_{index}")
+    url = fresh_database("postgres", f"conveyor_ab_{index}", checkout=tree)
     env = {
         **os.environ,
         "DATABASE_URL": url,

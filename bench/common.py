@@ -21,8 +21,11 @@ PG_ADMIN = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
-def fresh_database(backend: str, name: str = "conveyor_bench") -> str:
-    """Create an empty, migrated database; return its DATABASE_URL."""
+def fresh_database(backend: str, name: str = "conveyor_bench", checkout: Path | None = None) -> str:
+    """Create an empty, migrated database; return its DATABASE_URL.
+
+    *checkout*: another build's working tree, whose own ``.venv`` migrates
+    it (by default this one's interpreter and tree)."""
     if backend == "sqlite":
         path = Path(tempfile.mkdtemp(prefix="conveyor-bench-")) / "bench.sqlite3"
         url = f"sqlite:///{path}"
@@ -34,7 +37,8 @@ def fresh_database(backend: str, name: str = "conveyor_bench") -> str:
             conn.execute(f"CREATE DATABASE {name}")
         url = PG_ADMIN.rsplit("/", 1)[0] + f"/{name}"
     env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "conveyor_site.settings"}
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
+    python = sys.executable if checkout is None else str(checkout / ".venv" / "bin" / "python")
+    subprocess.run([python, "manage.py", "migrate", "--noinput", "-v0"], cwd=checkout or ROOT, env=env, check=True)
     return url
 
 

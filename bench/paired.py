@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import PG_ADMIN, REDIS_URL, cpu_seconds, node_url, percentile, take_latency_log, vacuum
+from bench.common import REDIS_URL, cpu_seconds, fresh_database, node_url, percentile, take_latency_log, vacuum
 
 AGENT = Path(__file__).resolve().parent / "paired_agent.py"
 
@@ -46,15 +46,9 @@ class Build:
     """One tree's node, latency worker and producer, on a database of its own."""
 
     def __init__(self, tree: Path, index: int, concurrency: int) -> None:
-        import psycopg
-
         self.tree = tree
         python = str(tree / ".venv" / "bin" / "python")
-        name = f"conveyor_paired_{index}"
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-            conn.execute(f"CREATE DATABASE {name}")
-        self.database_url = PG_ADMIN.rsplit("/", 1)[0] + f"/{name}"
+        self.database_url = fresh_database("postgres", f"conveyor_paired_{index}", checkout=tree)
         self.env = {
             **os.environ,
             "DATABASE_URL": self.database_url,
@@ -66,7 +60,6 @@ class Build:
             "CONVEYOR_CHANNEL_PREFIX": f"paired{uuid.uuid4().hex[:6]}",
             "CONVEYOR_LOG_LEVEL": os.environ.get("BENCH_NODE_LOG_LEVEL", "WARNING"),
         }
-        subprocess.run([python, "manage.py", "migrate", "--noinput", "-v0"], cwd=tree, env=self.env, check=True)
         self.log = tempfile.NamedTemporaryFile("w+", prefix="conveyor-paired-node-", suffix=".log", delete=False)  # noqa: SIM115 (lives as long as the node)
         self.node = subprocess.Popen(
             [python, "manage.py", "conveyord", "--port", "0"],
